@@ -1,0 +1,85 @@
+"""One exception family for everything a user can cause.
+
+Every message is one line and names the culprit (file, node, option, pass).
+"""
+from __future__ import annotations
+
+
+class PygeError(Exception):
+    """Root of every error pyge raises on purpose."""
+
+
+class ModelLoadError(PygeError):
+    """A model file is missing, unreadable, corrupt, or not a model."""
+
+
+class GraphError(PygeError):
+    """The graph itself is malformed (cycle, dangling value, duplicate name)."""
+
+
+class GraphCycleError(GraphError):
+    """The graph has a cycle, so no topological order exists."""
+
+
+class UnsupportedOperatorError(PygeError):
+    """One or more operators have no kernel. Raised at load/compile time, never mid-run."""
+
+    def __init__(self, missing: dict[str, str]):
+        # missing: op type (with opset) -> one node name using it
+        self.missing = dict(missing)
+        parts = ", ".join(f"{op} (node {name!r})" for op, name in sorted(self.missing.items()))
+        super().__init__(f"unsupported operator(s): {parts}")
+
+
+class OptionError(PygeError):
+    """An unknown option key or a malformed option value."""
+
+
+class PassError(PygeError):
+    """A compiler pass (built-in or custom) failed."""
+
+
+class CustomPassError(PassError):
+    """A custom stream pass returned a failure status or raised."""
+
+    def __init__(self, pass_name: str, code, message: str):
+        self.pass_name = pass_name
+        self.code = code
+        self.pass_message = message
+        super().__init__(
+            f"custom stream pass {pass_name!r} failed with return code {code}: {message or '(no message)'}"
+        )
+
+
+class PluginError(PygeError):
+    """A custom-pass plugin could not be loaded or was refused."""
+
+
+class PlanError(PygeError):
+    """The execution plan is inconsistent (e.g. verify() found an unordered pair)."""
+
+
+class VerificationError(PlanError):
+    """verify() found a dependency or buffer reuse that is not ordered across streams."""
+
+
+class InputError(PygeError):
+    """A feed is missing, unexpected, or of the wrong dtype or shape."""
+
+
+class ExecutionError(PygeError):
+    """A kernel failed while running; the message names the node."""
+
+    def __init__(self, node_desc: str, cause: BaseException):
+        self.node = node_desc
+        self.cause = cause
+        msg = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        super().__init__(f"while executing {node_desc}: {type(cause).__name__}: {msg}")
+
+
+class ModelFileError(PygeError):
+    """An offline model (.pgm) is corrupt, truncated, or of a newer version."""
+
+
+class DumpError(PygeError):
+    """A graph dump could not be written (e.g. the dump folder is not writable)."""

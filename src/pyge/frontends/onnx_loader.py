@@ -1,0 +1,102 @@
+"""pyge.load_onnx: ONNX file or ModelProto -> pyge.Graph."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from ..errors import ModelLoadError
+from ..ir.graph import Graph
+from .onnx_proto import _read_type, model_from_proto
+
+log = logging.getLogger(__name__)
+
+MIN_OPSET, MAX_OPSET = 7, 23
+
+
+def _read_model(path: str | os.PathLike) -> onnx.ModelProto:
+    p = Path(path)
+    if not p.exists():
+        raise ModelLoadError(f"model file not found: {p}")
+    if p.is_dir():
+        raise ModelLoadError(f"model path is a folder, not a file: {p}")
+    try:
+        data = p.read_bytes()
+    except OSError as err:
+        raise ModelLoadError(f"cannot read model file {p}: {err.strerror}") from err
+    if not data:
+        raise ModelLoadError(f"model file is empty: {p}")
+    mp = onnx.ModelProto()
+    try:
+        mp.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as err:
+        raise ModelLoadError(f"{p} is not a valid ONNX model (protobuf parse failed: {err})") from err
+    if not mp.HasField("graph") or (not mp.graph.node and not mp.graph.output):
+        raise ModelLoadError(f"{p} is not a valid ONNX model (no graph)")
+    try:
+        onnx.load_external_data_for_model(mp, str(p.parent))
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"{p}: cannot load external data: {err}") from err
+    return mp
+
+
+def infer_model(mp: onnx.ModelProto) -> onnx.ModelProto:
+    """ONNX type and shape inference where the model allows it (data propagation on)."""
+    try:
+        return onnx.shape_inference.infer_shapes(mp, check_type=False, strict_mode=False,
+                                                 data_prop=True)
+    except Exception as err:  # noqa: BLE001 - inference is best effort
+        log.info("shape inference failed, continuing without it: %s", err)
+        return mp
+
+
+def load_onnx(model: str | os.PathLike | onnx.ModelProto | bytes, infer: bool = True) -> Graph:
+    """Load an ONNX model (path, bytes or ModelProto) into a pyge Graph."""
+    if isinstance(model, onnx.ModelProto):
+        mp = onnx.ModelProto()
+        mp.CopyFrom(model)
+        src = f"<ModelProto {mp.graph.name!r}>"
+    elif isinstance(model, (bytes, bytearray)):
+        mp = onnx.ModelProto()
+        try:
+            mp.ParseFromString(bytes(model))
+        except (DecodeError, ValueError, RuntimeError) as err:
+            raise ModelLoadError(f"bytes are not a valid ONNX model: {err}") from err
+        src = "<bytes>"
+    elif isinstance(model, (str, os.PathLike)):
+        mp = _read_model(model)
+        src = str(model)
+    else:
+        raise ModelLoadError(f"load_onnx expects a path, bytes or onnx.ModelProto, got {type(model).__name__}")
+    opset = next((o.version for o in mp.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is not None and not (MIN_OPSET <= opset <= MAX_OPSET):
+        log.warning("%s uses opset %d; pyge is tested on opsets %d..%d", src, opset, MIN_OPSET, MAX_OPSET)
+    if infer:
+        mp = infer_model(mp)
+    try:
+        g = model_from_proto(mp)
+    except ModelLoadError as err:
+        raise ModelLoadError(f"{src}: {err}") from err
+    g.metadata.setdefault("source", src)
+    return g
+
+
+def refine_types(g: Graph) -> None:
+    """Re-run ONNX inference on an IR graph and copy newly known dtypes/shapes back."""
+    from .onnx_proto import graph_to_model
+    try:
+        mp = graph_to_model(g)
+        inferred = onnx.shape_inference.infer_shapes(mp, check_type=False, strict_mode=False,
+                                                     data_prop=True)
+    except Exception as err:  # noqa: BLE001 - best effort
+        log.info("shape inference on graph %r failed: %s", g.name, err)
+        return
+    infos = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    for n in g.nodes:
+        for o in n.outputs:
+            vi = infos.get(o.name)
+            if vi is not None and (o.dtype is None or o.shape is None):
+                _read_type(o, vi.type)

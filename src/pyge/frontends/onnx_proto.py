@@ -1,0 +1,329 @@
+"""Conversion between ONNX protobufs and the pyge IR (both directions).
+
+Kept out of the IR on purpose (as onnx-ir does): IR classes know nothing of protobufs.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, TensorProto, helper, numpy_helper
+
+from ..errors import GraphError, ModelLoadError
+from ..ir.graph import OPTIONAL, SEQUENCE, TENSOR, Graph, Node, Value
+
+# ---------------------------------------------------------------------------------------
+# dtypes
+
+
+def onnx_to_dtype(elem_type: int) -> str | None:
+    if elem_type == 0:
+        return None
+    if elem_type == TensorProto.STRING:
+        return "object"
+    if elem_type == TensorProto.BFLOAT16:
+        return "bfloat16"
+    try:
+        return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
+    except Exception:  # noqa: BLE001 - exotic types (float8, int4): keep the onnx name
+        return TensorProto.DataType.Name(elem_type).lower()
+
+
+_NP_TO_ONNX = {
+    "float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "float16": TensorProto.FLOAT16,
+    "bfloat16": TensorProto.BFLOAT16, "int8": TensorProto.INT8, "int16": TensorProto.INT16,
+    "int32": TensorProto.INT32, "int64": TensorProto.INT64, "uint8": TensorProto.UINT8,
+    "uint16": TensorProto.UINT16, "uint32": TensorProto.UINT32, "uint64": TensorProto.UINT64,
+    "bool": TensorProto.BOOL, "object": TensorProto.STRING, "complex64": TensorProto.COMPLEX64,
+    "complex128": TensorProto.COMPLEX128,
+}
+
+
+def dtype_to_onnx(dtype: str | None) -> int:
+    if dtype is None:
+        return TensorProto.UNDEFINED
+    if dtype in _NP_TO_ONNX:
+        return _NP_TO_ONNX[dtype]
+    try:
+        return getattr(TensorProto, dtype.upper())
+    except AttributeError:
+        return TensorProto.UNDEFINED
+
+
+# ---------------------------------------------------------------------------------------
+# types
+
+
+def _read_type(v: Value, tp: onnx.TypeProto) -> None:
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        v.kind = TENSOR
+        v.dtype = onnx_to_dtype(tp.tensor_type.elem_type)
+        if tp.tensor_type.HasField("shape"):
+            dims = []
+            for d in tp.tensor_type.shape.dim:
+                if d.HasField("dim_value"):
+                    dims.append(int(d.dim_value))
+                elif d.HasField("dim_param"):
+                    dims.append(d.dim_param)
+                else:
+                    dims.append(None)
+            v.shape = tuple(dims)
+    elif which == "sequence_type":
+        v.kind = SEQUENCE
+        inner = Value("_")
+        _read_type(inner, tp.sequence_type.elem_type)
+        v.dtype, v.shape = inner.dtype, inner.shape
+    elif which == "optional_type":
+        v.kind = OPTIONAL
+        inner = Value("_")
+        _read_type(inner, tp.optional_type.elem_type)
+        v.dtype, v.shape, v.elem_kind = inner.dtype, inner.shape, inner.kind
+
+
+def _write_type(v: Value) -> onnx.TypeProto | None:
+    if v.dtype is None and v.shape is None:
+        return None
+    elem = dtype_to_onnx(v.dtype)
+    shape = None if v.shape is None else [d if d is not None else None for d in v.shape]
+    t = helper.make_tensor_type_proto(elem, shape)
+    if v.kind == SEQUENCE:
+        return helper.make_sequence_type_proto(t)
+    if v.kind == OPTIONAL:
+        if v.elem_kind == SEQUENCE:
+            t = helper.make_sequence_type_proto(t)
+        return helper.make_optional_type_proto(t)
+    return t
+
+
+def value_info(v: Value, name: str | None = None) -> onnx.ValueInfoProto:
+    vi = onnx.ValueInfoProto()
+    vi.name = name or v.name
+    tp = _write_type(v)
+    if tp is not None:
+        vi.type.CopyFrom(tp)
+    return vi
+
+
+# ---------------------------------------------------------------------------------------
+# proto -> IR
+
+
+def _attr_value(a: AttributeProto, scope: dict[str, Value], opsets: dict[str, int]) -> Any:
+    t = a.type
+    if t == AttributeProto.FLOAT:
+        return float(a.f)
+    if t == AttributeProto.INT:
+        return int(a.i)
+    if t == AttributeProto.STRING:
+        return a.s.decode("utf-8", errors="replace")
+    if t == AttributeProto.TENSOR:
+        return numpy_helper.to_array(a.t)
+    if t == AttributeProto.GRAPH:
+        return graph_from_proto(a.g, outer=scope, opsets=opsets)
+    if t == AttributeProto.FLOATS:
+        return [float(x) for x in a.floats]
+    if t == AttributeProto.INTS:
+        return [int(x) for x in a.ints]
+    if t == AttributeProto.STRINGS:
+        return [s.decode("utf-8", errors="replace") for s in a.strings]
+    if t == AttributeProto.TENSORS:
+        return [numpy_helper.to_array(x) for x in a.tensors]
+    if t == AttributeProto.GRAPHS:
+        return [graph_from_proto(g, outer=scope, opsets=opsets) for g in a.graphs]
+    if t == AttributeProto.SPARSE_TENSOR:
+        from onnx.reference.ops.op_constant import _check_dtype  # noqa: F401 - rarely used
+        return numpy_helper.to_array(a.sparse_tensor.values)
+    if t == AttributeProto.TYPE_PROTO:
+        return a.tp
+    raise GraphError(f"attribute {a.name!r} has unsupported type {t}")
+
+
+def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
+                     opsets: dict[str, int] | None = None) -> Graph:
+    """Build an IR graph. `outer` maps names visible from an enclosing graph."""
+    g = Graph(gp.name or "graph")
+    if opsets is not None:
+        g.opset_imports = dict(opsets)
+    g.doc = gp.doc_string
+    scope: dict[str, Value] = dict(outer or {})
+    init_names = set()
+    for tp in gp.initializer:
+        try:
+            arr = numpy_helper.to_array(tp)
+        except Exception as err:  # noqa: BLE001
+            raise ModelLoadError(f"initializer {tp.name!r} cannot be read: {err}") from err
+        v = g.add_initializer(tp.name, arr)
+        scope[tp.name] = v
+        init_names.add(tp.name)
+    for sp in gp.sparse_initializer:
+        arr = _sparse_to_dense(sp)
+        v = g.add_initializer(sp.values.name, arr)
+        scope[v.name] = v
+        init_names.add(v.name)
+    for vi in gp.input:
+        if vi.name in init_names:
+            # An initializer listed as input (IR < 4): an overridable default. Keep as constant.
+            continue
+        v = Value(vi.name)
+        _read_type(v, vi.type)
+        g.add_input(v)
+        scope[vi.name] = v
+    infos = {vi.name: vi for vi in list(gp.value_info) + list(gp.output)}
+    for i, np_ in enumerate(gp.node):
+        name = np_.name or f"{np_.op_type}_{i}"
+        node = Node(np_.op_type, name, domain=np_.domain)
+        node.doc = np_.doc_string
+        for a in np_.attribute:
+            if a.ref_attr_name:
+                raise ModelLoadError(f"node {name!r}: attribute references (functions) are not supported")
+            node.attrs[a.name] = _attr_value(a, scope, g.opset_imports)
+        for iname in np_.input:
+            if iname == "":
+                node.append_input(None)
+                continue
+            v = scope.get(iname)
+            if v is None:
+                raise ModelLoadError(f"node {name!r} ({np_.op_type}) reads {iname!r}, which nothing defines")
+            node.append_input(v)
+        for oname in np_.output:
+            v = Value(oname if oname else f"{name}__unused{len(node.outputs)}")
+            if oname in infos:
+                _read_type(v, infos[oname].type)
+            node.add_output(v)
+            if oname:
+                scope[oname] = v
+        g.add_node(node)
+    for vo in gp.output:
+        v = scope.get(vo.name)
+        if v is None:
+            raise ModelLoadError(f"graph output {vo.name!r} is not defined by any node or input")
+        if v.dtype is None and v.shape is None:
+            _read_type(v, vo.type)
+        g.outputs.append(v)
+    _dedupe_node_names(g)
+    return g
+
+
+def _dedupe_node_names(g: Graph) -> None:
+    seen: set[str] = set()
+    for n in g.nodes:
+        if n.name in seen:
+            i = 1
+            while f"{n.name}_{i}" in seen:
+                i += 1
+            n.name = f"{n.name}_{i}"
+        seen.add(n.name)
+
+
+def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
+    values = numpy_helper.to_array(sp.values)
+    idx = numpy_helper.to_array(sp.indices)
+    dims = tuple(sp.dims)
+    dense = np.zeros(int(np.prod(dims)), dtype=values.dtype)
+    if idx.ndim == 1:
+        dense[idx] = values
+    else:
+        dense[np.ravel_multi_index(idx.T, dims)] = values
+    return dense.reshape(dims)
+
+
+def model_from_proto(mp: onnx.ModelProto) -> Graph:
+    opsets = {op.domain if op.domain not in ("ai.onnx",) else "": op.version for op in mp.opset_import}
+    if "" not in opsets:
+        opsets[""] = 1
+    if mp.functions:
+        names = ", ".join(f.name for f in mp.functions)
+        raise ModelLoadError(f"model-local functions are not supported: {names}")
+    g = graph_from_proto(mp.graph, opsets=opsets)
+    g.ir_version = mp.ir_version
+    g.metadata = {p.key: p.value for p in mp.metadata_props}
+    return g
+
+
+# ---------------------------------------------------------------------------------------
+# IR -> proto
+
+
+def _attr_proto(name: str, value: Any, weights: bool) -> AttributeProto:
+    if isinstance(value, Graph):
+        return helper.make_attribute(name, graph_to_proto(value, weights=weights))
+    if isinstance(value, list) and value and isinstance(value[0], Graph):
+        return helper.make_attribute(name, [graph_to_proto(x, weights=weights) for x in value])
+    if isinstance(value, np.ndarray):
+        return helper.make_attribute(name, numpy_helper.from_array(value))
+    if isinstance(value, list) and value and isinstance(value[0], np.ndarray):
+        return helper.make_attribute(name, [numpy_helper.from_array(x) for x in value])
+    if isinstance(value, onnx.TypeProto):
+        a = AttributeProto()
+        a.name = name
+        a.type = AttributeProto.TYPE_PROTO
+        a.tp.CopyFrom(value)
+        return a
+    if isinstance(value, (bool, np.bool_)):
+        value = int(value)
+    if isinstance(value, np.integer):
+        value = int(value)
+    if isinstance(value, np.floating):
+        value = float(value)
+    return helper.make_attribute(name, value)
+
+
+def _tensor_proto(name: str, arr: np.ndarray, weights: bool) -> TensorProto:
+    if not weights:
+        # Structure-only dumps: keep name, type and shape, drop the data.
+        tp = TensorProto()
+        tp.name = name
+        tp.data_type = dtype_to_onnx(str(arr.dtype))
+        tp.dims.extend(arr.shape)
+        tp.data_location = TensorProto.EXTERNAL
+        e = tp.external_data.add()
+        e.key, e.value = "location", "(omitted)"
+        return tp
+    if arr.dtype == object:
+        return helper.make_tensor(name, TensorProto.STRING, arr.shape,
+                                  [s.encode() if isinstance(s, str) else s for s in arr.ravel()])
+    return numpy_helper.from_array(arr, name)
+
+
+def node_to_proto(n: Node, weights: bool = True, extra_attrs: dict | None = None) -> onnx.NodeProto:
+    np_ = helper.make_node(n.op_type, [v.name if v is not None else "" for v in n.inputs],
+                           [o.name for o in n.outputs], name=n.name, domain=n.domain or None)
+    for k in sorted(n.attrs):
+        np_.attribute.append(_attr_proto(k, n.attrs[k], weights))
+    for k, v in (extra_attrs or {}).items():
+        np_.attribute.append(_attr_proto(k, v, weights))
+    if n.doc:
+        np_.doc_string = n.doc
+    return np_
+
+
+def graph_to_proto(g: Graph, weights: bool = True, node_hook=None,
+                   extra_nodes: list[onnx.NodeProto] | None = None) -> onnx.GraphProto:
+    """Convert a graph; `node_hook(node) -> dict` adds attributes (e.g. `_stream_id`)."""
+    nodes = [node_to_proto(n, weights, node_hook(n) if node_hook else None) for n in g.nodes]
+    if extra_nodes:
+        nodes = extra_nodes if extra_nodes is not None else nodes
+    inits = [_tensor_proto(name, v.const, weights) for name, v in g.initializers.items()]
+    vinfo = []
+    for n in g.nodes:
+        for o in n.outputs:
+            if (o.dtype is not None or o.shape is not None) and o not in g.outputs:
+                vinfo.append(value_info(o))
+    gp = helper.make_graph(nodes, g.name, [value_info(v) for v in g.inputs],
+                           [value_info(v) for v in g.outputs], initializer=inits,
+                           value_info=vinfo, doc_string=g.doc or None)
+    return gp
+
+
+def graph_to_model(g: Graph, weights: bool = True, node_hook=None,
+                   nodes: list[onnx.NodeProto] | None = None) -> onnx.ModelProto:
+    gp = graph_to_proto(g, weights=weights, node_hook=node_hook, extra_nodes=nodes)
+    opsets = [helper.make_opsetid(d, v) for d, v in sorted(g.opset_imports.items())]
+    mp = helper.make_model(gp, opset_imports=opsets, producer_name="pyge")
+    mp.ir_version = max(g.ir_version, 3) if g.ir_version else 8
+    for k, v in g.metadata.items():
+        p = mp.metadata_props.add()
+        p.key, p.value = k, v
+    return mp

@@ -1,0 +1,7 @@
+"""pyge's graph IR. Imports no other pyge layer."""
+from .builder import GraphBuilder
+from .graph import OPTIONAL, SEQUENCE, TENSOR, Graph, Node, Value
+from .printer import format_graph, format_node
+
+__all__ = ["Graph", "Node", "Value", "GraphBuilder", "format_graph", "format_node",
+           "TENSOR", "SEQUENCE", "OPTIONAL"]
