@@ -1,0 +1,158 @@
+"""pyge.compile: graph -> CompiledModel, through a numbered sequence of named passes.
+
+     1 clone             work on a copy: a failed compile leaves the user's graph untouched
+     2 check_ops         every op has a kernel (UnsupportedOperatorError lists them all)
+     3 infer_types       ONNX type/shape inference on the copy
+     4 fold_constants    (ge.exec.enableFusion) constant subgraphs become initializers
+     5 assign_engines    every node gets an engine (compute, skip, independent, attach)
+     6 allocate_streams  GE's built-in chain, or single stream, or an automatic mode
+     7 custom_passes     user stream passes, root graph then each subgraph
+     8 renumber_streams  used ids -> 0..N-1
+     9 build_plan        per-stream launch lists
+    10 insert_events     minimal Send/Recv pairs
+    11 assign_event_ids  reuse physical event ids
+    12 plan_memory       stream-aware buffer reuse and release points
+    13 verify            happens-before, deadlock freedom, reuse safety (pyge.verify)
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any, Mapping
+
+from .errors import GraphError, PygeError, UnsupportedOperatorError
+from .ir.clone import clone_graph
+from .ir.graph import Graph
+from .options import Options, parse_options
+from .passes.pipeline import CompileState, Pass, run_pipeline
+
+log = logging.getLogger(__name__)
+_graph_ids = itertools.count(1)
+
+
+def _clone(st: CompileState) -> None:
+    st.graph = clone_graph(st.graph)
+    for g in st.graph.all_graphs():
+        g.sort()
+
+
+def _check_ops(st: CompileState) -> None:
+    from .kernels.registry import is_supported, opset_of
+    missing: dict[str, str] = {}
+    for g in st.graph.all_graphs():
+        for n in g.nodes:
+            if not is_supported(n.op_type, n.domain, opset_of(n)):
+                key = f"{n.domain + '.' if n.domain else ''}{n.op_type}"
+                missing.setdefault(key, n.name)
+    if missing:
+        raise UnsupportedOperatorError(missing)
+
+
+def _infer(st: CompileState) -> None:
+    from .frontends.onnx_loader import refine_types
+    refine_types(st.graph)
+
+
+def _fold(st: CompileState) -> None:
+    if st.options["ge.exec.enableFusion"]:
+        from .passes.fold_constants import fold_constants
+        fold_constants(st.graph)
+
+
+def _engines(st: CompileState) -> None:
+    from .passes.engines import assign_engines
+    assign_engines(st.graph)
+
+
+def _streams(st: CompileState) -> None:
+    from .passes.streams import allocate_streams
+    allocate_streams(st.graph, st.options)
+
+
+def _custom(st: CompileState) -> None:
+    if st.options.single_stream:
+        return  # GE: with ge.enableSingleStream=true no custom stream pass runs
+    from .passes.custom import run_custom_passes
+    on_stage = st.dumper.stage if st.dumper is not None else None
+    st.custom_ids = set(run_custom_passes(st.graph, st.options, on_stage))
+
+
+def _renumber(st: CompileState) -> None:
+    from .passes.renumber import renumber_streams
+    st.num_streams, st.custom_streams = renumber_streams(st.graph, st.custom_ids)
+
+
+def _build(st: CompileState) -> None:
+    from .plan.build import build_plan
+    st.plan = build_plan(st.graph, st.num_streams, st.custom_streams, st.options.as_dict())
+
+
+def _events(st: CompileState) -> None:
+    from .passes.events import insert_events
+    insert_events(st.plan)
+
+
+def _event_ids(st: CompileState) -> None:
+    from .passes.event_ids import assign_event_ids
+    assign_event_ids(st.plan, st.options["ge.maxEventNum"])
+
+
+def _memory(st: CompileState) -> None:
+    from .passes.memory import plan_memory
+    plan_memory(st.plan, st.options)
+
+
+def _verify(st: CompileState) -> None:
+    if st.options["pyge.verify"]:
+        from .passes.verify import verify_plan
+        verify_plan(st.plan)
+
+
+PIPELINE = [
+    Pass("clone", _clone, ensures=("owned", "sorted")),
+    Pass("check_ops", _check_ops, requires=("owned",), ensures=("supported",)),
+    Pass("infer_types", _infer, requires=("owned",), ensures=("typed",), dump_stage="InferShapes"),
+    Pass("fold_constants", _fold, requires=("typed",), ensures=("folded",), dump_stage="FoldConstants"),
+    Pass("assign_engines", _engines, requires=("folded",), ensures=("engines",)),
+    Pass("allocate_streams", _streams, requires=("engines",), ensures=("streams",),
+         dump_stage="AssignLogicStream"),
+    Pass("custom_passes", _custom, requires=("streams",), ensures=("custom",)),
+    Pass("renumber_streams", _renumber, requires=("custom",), ensures=("dense_streams",),
+         dump_stage="RenumberStreams"),
+    Pass("build_plan", _build, requires=("dense_streams",), ensures=("plan",)),
+    Pass("insert_events", _events, requires=("plan",), ensures=("events",)),
+    Pass("assign_event_ids", _event_ids, requires=("events",), ensures=("event_ids",)),
+    Pass("plan_memory", _memory, requires=("event_ids",), ensures=("memory",)),
+    Pass("verify", _verify, requires=("memory",), ensures=("verified",)),
+]
+
+
+def compile_graph(graph: Graph, device: str = "cpu", options: Mapping[str, Any] | Options | None = None,
+                  graph_id: int | None = None):
+    """Compile `graph` for `device` ("cpu" or "cuda"). Returns a CompiledModel."""
+    from .dumps import Dumper
+    from .model import CompiledModel
+    if not isinstance(graph, Graph):
+        raise GraphError(f"pyge.compile expects a pyge.Graph, got {type(graph).__name__} "
+                         "(use pyge.load_onnx or pyge.from_torch first)")
+    opts = parse_options(options)
+    dev = _check_device(device)
+    from .passes.custom.plugins import ensure_plugins_loaded
+    ensure_plugins_loaded()
+    gid = graph_id if graph_id is not None else next(_graph_ids)
+    st = CompileState(graph=graph, options=opts, device=dev, graph_id=gid, dumper=Dumper.from_env(gid))
+    run_pipeline(PIPELINE, st)
+    if st.dumper is not None:
+        st.dumper.built(st.graph, st.plan)
+    return CompiledModel(st.graph, st.plan, dev, opts, timings=st.timings)
+
+
+def _check_device(device: Any) -> str:
+    from .errors import OptionError
+    d = str(device)
+    if d == "cpu" or d == "cuda" or (d.startswith("cuda:") and d[5:].isdigit()):
+        return d
+    raise OptionError(f"unknown device {device!r}; accepted values: cpu, cuda, cuda:N")
+
+
+__all__ = ["compile_graph", "PIPELINE", "PygeError"]

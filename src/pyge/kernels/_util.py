@@ -1,0 +1,130 @@
+"""Helpers shared by the tensor / nn / elementwise / reduce kernel modules.
+
+Conventions (see registry.py): run-time tensors are torch tensors, string tensors are numpy
+object arrays; factories parse attributes once and return a lean closure.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..errors import ExecutionError, GraphError
+from .runtime import NP_TO_TORCH
+
+# ONNX TensorProto.DataType -> torch dtype (None: a string tensor, kept in numpy).
+ONNX_TO_TORCH: dict[int, Any] = {
+    1: torch.float32, 2: torch.uint8, 3: torch.int8, 4: torch.uint16, 5: torch.int16,
+    6: torch.int32, 7: torch.int64, 8: None, 9: torch.bool, 10: torch.float16,
+    11: torch.float64, 12: torch.uint32, 13: torch.uint64, 14: torch.complex64,
+    15: torch.complex128, 16: torch.bfloat16,
+}
+STRING = 8
+
+FLOAT_TYPES = (torch.float16, torch.float32, torch.float64, torch.bfloat16)
+
+
+def node_error(ctx, msg: str) -> GraphError:
+    """A build-time error about a malformed node (bad attribute, unsupported mode...)."""
+    n = ctx.node
+    return GraphError(f"node {n.name!r} ({n.op_type}): {msg}")
+
+
+def run_error(ctx, msg: str) -> ExecutionError:
+    """A run-time error about a node's input values (wrong shape, out-of-range index...)."""
+    n = ctx.node
+    return ExecutionError(f"node {n.name!r} ({n.op_type})", ValueError(msg))
+
+
+def onnx_dtype(ctx, code: int):
+    if code not in ONNX_TO_TORCH:
+        raise node_error(ctx, f"unsupported element type {code}")
+    return ONNX_TO_TORCH[code]
+
+
+def torch_dtype_of(np_dtype: Any):
+    """numpy dtype (or its name) -> torch dtype; None for strings/unknown."""
+    return NP_TO_TORCH.get(str(np.dtype(np_dtype)) if not isinstance(np_dtype, str) else np_dtype)
+
+
+def const_tensor(arr: Any, device: Any) -> Any:
+    """A compile-time numpy constant -> run-time value on `device` (strings stay numpy)."""
+    a = np.asarray(arr)
+    if a.dtype == object or a.dtype.kind in ("U", "S"):
+        return a.astype(object)
+    if str(a.dtype) == "bfloat16":
+        t = torch.from_numpy(a.view(np.uint16).copy()).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(np.ascontiguousarray(a).copy())
+    return t.to(device) if str(device) != "cpu" else t
+
+
+def ints(x: Any) -> list[int]:
+    """A 1-D (or 0-D) integer tensor / array / list -> list of Python ints."""
+    if x is None:
+        return []
+    if isinstance(x, torch.Tensor):
+        return [int(v) for v in x.reshape(-1).tolist()]
+    return [int(v) for v in np.asarray(x).reshape(-1).tolist()]
+
+
+def floats(x: Any) -> list[float]:
+    if isinstance(x, torch.Tensor):
+        return [float(v) for v in x.reshape(-1).tolist()]
+    return [float(v) for v in np.asarray(x).reshape(-1).tolist()]
+
+
+def scalar(x: Any) -> Any:
+    """A one-element tensor -> Python number."""
+    if isinstance(x, torch.Tensor):
+        return x.reshape(-1)[0].item()
+    return np.asarray(x).reshape(-1)[0].item()
+
+
+def norm_axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"axis {axis} is out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def int_input(ctx, i: int, attr: str | None = None, attr_until: int = 0
+              ) -> tuple[list[int] | None, bool]:
+    """Where an int list comes from: an attribute (opset <= attr_until), a constant input, or
+    a run-time input. Returns (value, dynamic): value None + dynamic False = not given;
+    dynamic True = read input i at run time."""
+    if attr is not None and ctx.opset <= attr_until:
+        v = ctx.attr(attr)
+        return (list(v) if v is not None else None), False
+    if not ctx.has_input(i):
+        return None, False
+    c = ctx.const_input(i)
+    if c is not None:
+        return ints(c), False
+    return None, True
+
+
+def is_str(x: Any) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def np_of(x: Any) -> np.ndarray:
+    """Any run-time tensor -> numpy (used on the rare string / host-only paths)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def like(ref: Any, arr: np.ndarray) -> Any:
+    """numpy result -> run-time value on the device of `ref` (strings stay numpy)."""
+    if arr.dtype == object:
+        return arr
+    dev = ref.device if isinstance(ref, torch.Tensor) else "cpu"
+    return const_tensor(arr, dev)
+
+
+def unary(fn: Callable) -> Callable[[Any], Callable[[list], list]]:
+    """Factory for a one-input, one-output kernel with no attributes."""
+    def factory(ctx):
+        return lambda xs: [fn(xs[0])]
+    return factory

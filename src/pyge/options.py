@@ -1,0 +1,146 @@
+"""Compile options: GE keys with string values, validated up front.
+
+Unknown keys and malformed values raise OptionError naming the key and the accepted values.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import OptionError
+
+_BOOL = ("true", "false")
+
+
+def _bool(key: str, v: str) -> bool:
+    s = str(v).strip().lower()
+    if s not in _BOOL:
+        raise OptionError(f"option {key}={v!r} is malformed; accepted values: true, false")
+    return s == "true"
+
+
+def _int_range(key: str, v: str, lo: int, hi: int) -> int:
+    try:
+        n = int(str(v).strip())
+    except ValueError:
+        raise OptionError(f"option {key}={v!r} is malformed; accepted values: an integer {lo}..{hi}") from None
+    if not lo <= n <= hi:
+        raise OptionError(f"option {key}={v!r} is out of range; accepted values: an integer {lo}..{hi}")
+    return n
+
+
+def _parallel_num(key: str, v: str) -> dict[str, int]:
+    """`N` (every engine) or `ENGINE:N,ENGINE:N`."""
+    s = str(v).strip()
+    accepted = "N (1..64) or ENGINE:N[,ENGINE:N...]"
+    if re.fullmatch(r"\d+", s):
+        return {"*": _int_range(key, s, 1, 64)}
+    out: dict[str, int] = {}
+    for part in s.split(","):
+        m = re.fullmatch(r"\s*([A-Za-z_][\w.]*)\s*:\s*(\d+)\s*", part)
+        if not m:
+            raise OptionError(f"option {key}={v!r} is malformed; accepted values: {accepted}")
+        out[m.group(1)] = _int_range(key, m.group(2), 1, 64)
+    return out
+
+
+def _auto_mode(key: str, v: str) -> tuple[str, int] | None:
+    s = str(v).strip()
+    accepted = "None, LoadBalance:N or MainStream:N with 1 <= N <= 64"
+    if s in ("", "None", "none"):
+        return None
+    m = re.fullmatch(r"(LoadBalance|MainStream)\s*:\s*(\d+)", s)
+    if not m:
+        raise OptionError(f"option {key}={v!r} is malformed; accepted values: {accepted}")
+    n = int(m.group(2))
+    if not 1 <= n <= 64:
+        raise OptionError(f"option {key}={v!r} is out of range; accepted values: {accepted}")
+    return m.group(1), n
+
+
+def _choice(key: str, v: str, choices: tuple[str, ...]) -> str:
+    s = str(v).strip()
+    if s not in choices:
+        raise OptionError(f"option {key}={v!r} is not accepted; accepted values: {', '.join(choices)}")
+    return s
+
+
+def _any_str(key: str, v: str) -> str:
+    return str(v)
+
+
+STREAM_POLICIES = ("ge", "critical_path", "min_streams", "list_schedule")
+
+# key -> (parser, default string, one-line description)
+_SPEC: dict[str, tuple[Any, str, str]] = {
+    "ge.enableSingleStream": (_bool, "false", "run everything on one stream; custom stream passes are not run"),
+    "ge.streamMaxParallelNum": (_parallel_num, "1", "most streams per engine for dependency-based assignment"),
+    "ge.autoMultistreamParallelMode": (_auto_mode, "None", "automatic parallelism: None, LoadBalance:N, MainStream:N"),
+    "ge.maxEventNum": (lambda k, v: _int_range(k, v, 1, 1 << 20), "1023",
+                       "most physical events the plan may use (compilation fails above it)"),
+    "ge.exec.enableFusion": (_bool, "true", "constant folding and other node-fusing optimisations"),
+    "pyge.streamPolicy": (lambda k, v: _choice(k, v, STREAM_POLICIES), "ge",
+                          "built-in stream policy run after GE's chain: " + ", ".join(STREAM_POLICIES)),
+    "pyge.policyFile": (_any_str, "", "JSON file mapping node names to streams, applied as a built-in pass"),
+    "pyge.maxStreams": (lambda k, v: _int_range(k, v, 1, 64), "4", "stream budget for pyge.streamPolicy"),
+    "pyge.cudaGraph": (_bool, "true", "capture static graphs into a CUDA graph and replay them (cuda only)"),
+    "pyge.intraOpThreads": (lambda k, v: _int_range(k, v, 0, 1024), "0",
+                            "torch intra-op threads per CPU stream worker (0 = share the cores evenly)"),
+    "pyge.verify": (_bool, "true", "check the finished plan (dependencies, deadlock, buffer reuse) at compile time"),
+    "pyge.memoryReuse": (_bool, "true", "reuse intermediate buffers (stream-aware)"),
+}
+
+
+def accepted_keys() -> list[str]:
+    return sorted(_SPEC)
+
+
+def describe_options() -> list[tuple[str, str, str]]:
+    return [(k, _SPEC[k][1], _SPEC[k][2]) for k in sorted(_SPEC)]
+
+
+@dataclass(frozen=True)
+class Options:
+    raw: Mapping[str, str] = field(default_factory=dict)
+    parsed: Mapping[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.parsed[key]
+
+    def get_string(self, key: str) -> str | None:
+        """The string value as given (or the default); None for an unknown key."""
+        if key in self.raw:
+            return str(self.raw[key])
+        spec = _SPEC.get(key)
+        return spec[1] if spec else None
+
+    @property
+    def single_stream(self) -> bool:
+        return bool(self.parsed["ge.enableSingleStream"])
+
+    def merged(self, more: Mapping[str, str] | None) -> "Options":
+        raw = dict(self.raw)
+        raw.update(more or {})
+        return parse_options(raw)
+
+    def as_dict(self) -> dict[str, str]:
+        return {k: str(v) for k, v in self.raw.items()}
+
+
+def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
+    if isinstance(options, Options):
+        return options
+    raw = {}
+    if options is not None and not isinstance(options, Mapping):
+        raise OptionError(f"options must be a dict of string keys and values, got {type(options).__name__}")
+    for k, v in (options or {}).items():
+        if k not in _SPEC:
+            raise OptionError(f"unknown option {k!r}; accepted keys: {', '.join(accepted_keys())}")
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        raw[k] = str(v)
+    parsed = {}
+    for k, (parser, default, _) in _SPEC.items():
+        parsed[k] = parser(k, raw.get(k, default))
+    return Options(raw=raw, parsed=parsed)

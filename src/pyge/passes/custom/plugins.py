@@ -1,0 +1,6 @@
+"""Plugin loading (minimal first version: nothing to load)."""
+from __future__ import annotations
+
+
+def ensure_plugins_loaded() -> None:
+    return None
