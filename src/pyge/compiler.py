@@ -6,13 +6,14 @@
      4 fold_constants    (ge.exec.enableFusion) constant subgraphs become initializers
      5 assign_engines    every node gets an engine (compute, skip, independent, attach)
      6 allocate_streams  GE's built-in chain, or single stream, or an automatic mode
-     7 custom_passes     user stream passes, root graph then each subgraph
-     8 renumber_streams  used ids -> 0..N-1
-     9 build_plan        per-stream launch lists
-    10 insert_events     minimal Send/Recv pairs
-    11 assign_event_ids  reuse physical event ids
-    12 plan_memory       stream-aware buffer reuse and release points
-    13 verify            happens-before, deadlock freedom, reuse safety (pyge.verify)
+     7 stream_policy     (pyge.streamPolicy / pyge.policyFile) a built-in policy pass
+     8 custom_passes     user stream passes, root graph then each subgraph
+     9 renumber_streams  used ids -> 0..N-1
+    10 build_plan        per-stream launch lists
+    11 insert_events     minimal Send/Recv pairs
+    12 assign_event_ids  reuse physical event ids
+    13 plan_memory       stream-aware buffer reuse and release points
+    14 verify            happens-before, deadlock freedom, reuse safety (pyge.verify)
 """
 from __future__ import annotations
 
@@ -69,6 +70,14 @@ def _streams(st: CompileState) -> None:
     allocate_streams(st.graph, st.options)
 
 
+def _policy(st: CompileState) -> None:
+    if st.options.single_stream:
+        return
+    if st.options["pyge.streamPolicy"] != "ge" or st.options["pyge.policyFile"]:
+        from .passes.policies import apply_policy
+        apply_policy(st.graph, st.options)
+
+
 def _custom(st: CompileState) -> None:
     if st.options.single_stream:
         return  # GE: with ge.enableSingleStream=true no custom stream pass runs
@@ -116,7 +125,8 @@ PIPELINE = [
     Pass("assign_engines", _engines, requires=("folded",), ensures=("engines",)),
     Pass("allocate_streams", _streams, requires=("engines",), ensures=("streams",),
          dump_stage="AssignLogicStream"),
-    Pass("custom_passes", _custom, requires=("streams",), ensures=("custom",)),
+    Pass("stream_policy", _policy, requires=("streams",), ensures=("policy",), dump_stage="StreamPolicy"),
+    Pass("custom_passes", _custom, requires=("policy",), ensures=("custom",)),
     Pass("renumber_streams", _renumber, requires=("custom",), ensures=("dense_streams",),
          dump_stage="RenumberStreams"),
     Pass("build_plan", _build, requires=("dense_streams",), ensures=("plan",)),

@@ -1,4 +1,13 @@
-"""What every executor shares: kernels per plan node, feed checking, output conversion."""
+"""What every executor shares: kernels per plan node, feed checking, output conversion.
+
+Profiling hooks protocol (every executor supports `run(feeds, hooks=None)`): when `hooks`
+is given, the executor calls, on the thread that runs the stream,
+    hooks.before(node_index, stream)   right before a node's kernel
+    hooks.after(node_index, stream)    right after it returns
+    hooks.record(event_index, stream)  after a Send (record) step   [optional method]
+    hooks.wait(event_index, stream)    after a Recv (wait) step completes [optional method]
+Hooks must be cheap and thread-safe; they must not raise.
+"""
 from __future__ import annotations
 
 from typing import Any, Mapping

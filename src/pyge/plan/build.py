@@ -31,6 +31,7 @@ def build_plan(graph: Graph, num_streams: int, custom_streams: list[int] | None 
     for v in graph.initializers.values():
         add_value(v, is_const=True)
     nodes: list[PlanNode] = []
+    nindex = {id(n): i for i, n in enumerate(order)}
     streams: list[list[Step]] = [[] for _ in range(max(num_streams, 1))]
     for i, n in enumerate(order):
         if n.stream_id < 0 or n.stream_id >= len(streams):
@@ -51,7 +52,8 @@ def build_plan(graph: Graph, num_streams: int, custom_streams: list[int] | None 
                     raise PlanError(f"node {n.name!r}: subgraph reads {v.name!r}, which is not defined before it")
                 ins.append(vindex[id(v)])
         nodes.append(PlanNode(index=i, name=n.name, op_type=n.op_type, stream=n.stream_id,
-                              inputs=ins, outputs=outs, engine=n.engine or "compute"))
+                              inputs=ins, outputs=outs, engine=n.engine or "compute",
+                              control_preds=[nindex[id(p)] for p in n.control_preds if id(p) in nindex]))
         streams[n.stream_id].append(Step(LAUNCH, i))
     outputs = []
     for v in graph.outputs:

@@ -67,6 +67,7 @@ class PlanNode:
                                    # explicit inputs then implicit (subgraph) inputs
     outputs: list[int]
     engine: str = "compute"
+    control_preds: list[int] = field(default_factory=list)  # node indices (no data flows)
     free_after: list[int] = field(default_factory=list)   # value indices released after it
 
 
