@@ -38,8 +38,9 @@ def _read_model(path: str | os.PathLike) -> onnx.ModelProto:
         raise ModelLoadError(f"{p} is not a valid ONNX model (no graph)")
     try:
         onnx.load_external_data_for_model(mp, str(p.parent))
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"{p}: cannot load external data: {err}") from err
+    except Exception as err:  # noqa: BLE001 - onnx raises OSError, ValueError or its own ValidationError
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelLoadError(f"{p}: cannot load external data: {first}") from err
     return mp
 
 

@@ -1,0 +1,37 @@
+"""Shared test fixtures: where the onnx package's test data lives, and the GPU marker."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+import pytest
+
+ONNX_DATA = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data"
+LIGHT_MODELS = sorted(p.stem.replace("light_", "") for p in (ONNX_DATA / "light").glob("light_*.onnx"))
+
+
+def light_model_path(name: str) -> Path:
+    return ONNX_DATA / "light" / f"light_{name}.onnx"
+
+
+@pytest.fixture(scope="session")
+def onnx_data_dir() -> Path:
+    return ONNX_DATA
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device; none on this machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,92 @@
+"""load_onnx: good models load, bad input gets a specific one-line error naming the culprit."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import pyge
+from pyge.frontends.onnx_proto import graph_to_model
+
+
+def _model(op="Relu", opset=17):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    node = helper.make_node(op, ["x"], ["y"], name="n0")
+    return helper.make_model(helper.make_graph([node], "g", [x], [y]),
+                             opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_load_from_proto_path_and_bytes(tmp_path):
+    mp = _model()
+    p = tmp_path / "m.onnx"
+    onnx.save(mp, p)
+    for src in (mp, p, str(p), mp.SerializeToString()):
+        g = pyge.load_onnx(src)
+        assert [n.name for n in g.nodes] == ["n0"]
+        assert g.outputs[0].shape == (2, 3)  # from shape inference
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(pyge.ModelLoadError, match="not found"):
+        pyge.load_onnx(tmp_path / "nope.onnx")
+
+
+def test_corrupt_file(tmp_path):
+    p = tmp_path / "bad.onnx"
+    p.write_bytes(b"\x08\x07garbage\xff\xff\xff")
+    with pytest.raises(pyge.ModelLoadError, match="bad.onnx"):
+        pyge.load_onnx(p)
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "empty.onnx"
+    p.write_bytes(b"")
+    with pytest.raises(pyge.ModelLoadError, match="empty"):
+        pyge.load_onnx(p)
+
+
+def test_external_data(tmp_path):
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g", [x], [y],
+                          initializer=[numpy_helper.from_array(w, "w")])
+    mp = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    p = tmp_path / "ext.onnx"
+    onnx.save(mp, p, save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin",
+              size_threshold=0)
+    assert (tmp_path / "w.bin").exists()
+    gg = pyge.load_onnx(p)
+    np.testing.assert_array_equal(gg.initializers["w"].const, w)
+    (tmp_path / "w.bin").unlink()
+    with pytest.raises(pyge.ModelLoadError, match="external data"):
+        pyge.load_onnx(p)
+
+
+def test_undefined_input_is_named():
+    mp = _model()
+    mp.graph.node[0].input[0] = "ghost"
+    with pytest.raises(pyge.ModelLoadError, match="'ghost'"):
+        pyge.load_onnx(mp)
+
+
+def test_unsupported_ops_listed_at_compile_time():
+    mp = _model()
+    mp.graph.node.append(helper.make_node("FancyOp", ["y"], ["z"], name="f1", domain="acme"))
+    mp.graph.node.append(helper.make_node("OtherOp", ["z"], ["w"], name="o1", domain="acme"))
+    mp.graph.output[0].name = "w"
+    g = pyge.load_onnx(mp)
+    with pytest.raises(pyge.UnsupportedOperatorError) as ei:
+        pyge.compile(g)
+    msg = str(ei.value)
+    assert "acme.FancyOp (node 'f1')" in msg and "acme.OtherOp (node 'o1')" in msg
+    assert "\n" not in msg
+
+
+def test_round_trip_to_onnx_keeps_structure():
+    g = pyge.load_onnx(_model())
+    mp = graph_to_model(g)
+    onnx.checker.check_model(mp)
+    assert [n.name for n in mp.graph.node] == ["n0"]

@@ -1,0 +1,64 @@
+"""compile + run: feeds checked, errors specific, the user's graph untouched by compile."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyge
+
+
+def _graph():
+    b = pyge.GraphBuilder("demo")
+    x = b.input("input", "float32", (2, 3))
+    a = b.op("Abs", [x], name="Abs_1")
+    r = b.op("Relu", [x], name="Relu_1")
+    b.output(b.op("Add", [a, r], name="Add_1"), "output")
+    return b.build()
+
+
+def test_run_returns_numpy_by_name():
+    m = pyge.compile(_graph())
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    out = m.run({"input": x})
+    np.testing.assert_array_equal(out["output"], np.abs(x) + np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("feeds, match", [
+    ({}, "missing feed for input 'input'"),
+    ({"input": np.zeros((2, 3), np.float32), "extra": 1}, "unexpected feed 'extra'"),
+    ({"input": np.zeros((2, 4), np.float32)}, r"feed 'input' has shape \[2, 4\], expected \[2,3\]"),
+    ({"input": np.zeros((2, 3), np.float64)}, "feed 'input' has dtype float64, expected float32"),
+])
+def test_bad_feeds(feeds, match):
+    m = pyge.compile(_graph())
+    with pytest.raises(pyge.InputError, match=match):
+        m.run(feeds)
+
+
+def test_compile_does_not_touch_the_users_graph():
+    g = _graph()
+    before = pyge.format_graph(g)
+    pyge.compile(g)
+    assert pyge.format_graph(g) == before
+    assert all(n.stream_id == -1 for n in g.nodes)
+
+
+@pytest.mark.parametrize("opts, match", [
+    ({"ge.nope": "1"}, "unknown option 'ge.nope'"),
+    ({"ge.enableSingleStream": "maybe"}, "ge.enableSingleStream.*accepted values: true, false"),
+    ({"ge.autoMultistreamParallelMode": "LoadBalance:99"}, "ge.autoMultistreamParallelMode"),
+    ({"ge.streamMaxParallelNum": "x:y"}, "ge.streamMaxParallelNum"),
+])
+def test_bad_options(opts, match):
+    with pytest.raises(pyge.OptionError, match=match):
+        pyge.compile(_graph(), options=opts)
+
+
+def test_bad_device():
+    with pytest.raises(pyge.OptionError, match="unknown device 'tpu'"):
+        pyge.compile(_graph(), device="tpu")
+
+
+def test_not_a_graph():
+    with pytest.raises(pyge.GraphError, match="expects a pyge.Graph"):
+        pyge.compile("model.onnx")
