@@ -39,7 +39,7 @@ def to_torch(x: Any, device: Any = "cpu") -> Any:
     if str(arr.dtype) == "bfloat16":  # ml_dtypes
         return torch.from_numpy(arr.view(np.uint16).copy()).view(torch.bfloat16).to(device)
     if not arr.flags.writeable or not arr.flags.c_contiguous:
-        arr = np.ascontiguousarray(arr).copy()
+        arr = np.array(arr, order="C", copy=True)  # not ascontiguousarray: it makes 0-d arrays 1-d
     t = torch.from_numpy(arr)
     return t.to(device) if str(device) != "cpu" else t
 
