@@ -387,7 +387,7 @@ MY_OPS = {"If", "Loop", "Scan", "SequenceMap", "SequenceInsert", "SequenceAt", "
           "ConcatFromSequence", "Optional", "OptionalHasElement", "OptionalGetElement",
           "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch"}
 # name prefix -> reason it cannot pass for reasons outside these kernels
-KNOWN_FAILURES = {"test_range_bfloat16": "run_reference returns bfloat16 outputs as float32"}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _node_cases():

@@ -55,7 +55,9 @@ def to_numpy(x: Any) -> Any:
         if t.device.type != "cpu":
             t = t.cpu()
         if t.dtype == torch.bfloat16:
-            return t.float().numpy()
+            # numpy has no bfloat16; ml_dtypes (an onnx dependency) does. Same bits, no rounding.
+            import ml_dtypes
+            return t.contiguous().view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
         if t.dtype in (torch.uint16, torch.uint32, torch.uint64):
             return t.numpy()
         return t.resolve_conj().resolve_neg().numpy()
