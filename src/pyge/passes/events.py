@@ -1,33 +1,90 @@
-"""Send/Recv insertion (minimal first version: one event per cross-stream edge, unpruned)."""
+"""Pass 11: Send/Recv events, exactly the minimum set.
+
+A dependency u -> v whose ends sit on different streams is a read-after-write (or, for a
+control edge, an ordering) hazard across streams: nothing stops v's stream from running v
+before u's stream has finished u, unless a RECORD after u on u's stream is WAITed for
+before v on v's stream. Each such pair is one `Event`.
+
+Which edges need one? Let H be the DAG of data edges + control edges + each stream's launch
+order (passes/happens_before.py). Executing a plan realises stream order plus the kept
+events, so a set of events is sufficient iff together with stream order it reaches
+everything H reaches. A same-stream edge of the transitive reduction TR(H) is always a
+stream-order edge, so the minimum set is exactly the cross-stream edges of TR(H): each of
+those must be kept (it is the only path between its ends) and together with stream order
+they generate all of H.
+
+Computing TR(H) with vector clocks, consumers in topological order:
+  * of v's predecessors on one source stream a only the latest one (highest ordinal p) can
+    be in TR(H): the earlier ones reach it through a's stream order;
+  * that latest u is in TR(H) iff no other direct predecessor w of v (the latest of each
+    other stream, or v's own stream predecessor) already has u in its past, i.e. iff
+    clock[w][a] < p for all of them;
+  * clock[v] is the elementwise max of those candidates' clocks, with v's own ordinal on
+    v's own stream.
+Cost O(E + N * C * S) for C candidate predecessors (at most S) and S streams: linear in the
+graph for a fixed number of streams, no all-pairs closure.
+"""
 from __future__ import annotations
 
+from ..errors import PlanError
 from ..plan.plan import LAUNCH, RECORD, WAIT, Event, Plan, Step
+from .happens_before import StreamLayout, dependency_preds, topological_order
 
 
-def insert_events(plan: Plan) -> None:
-    producer = {v.index: v.producer for v in plan.values}
-    pairs = []
-    for n in plan.nodes:
-        for vi in n.inputs:
-            p = producer.get(vi, -1) if vi >= 0 else -1
-            if p >= 0 and plan.nodes[p].stream != n.stream and (p, n.index) not in pairs:
-                pairs.append((p, n.index))
+def minimal_sync_edges(plan: Plan) -> list[tuple[int, int, str]]:
+    """The cross-stream edges of TR(H) as (src node, dst node, reason), grouped by consumer."""
+    layout = StreamLayout(plan)
+    preds, data_preds = dependency_preds(plan)
+    order = topological_order(plan, preds, layout)
+    stream, ordinal, prev = layout.stream, layout.ordinal, layout.prev
+    empty = [-1] * len(plan.streams)
+    clock: list[list[int] | None] = [None] * len(plan.nodes)
+    kept: list[tuple[int, int, str]] = []
+    for v in order:
+        sv = stream[v]
+        latest: dict[int, int] = {}                  # source stream -> its latest predecessor
+        for u in preds[v]:
+            a = stream[u]
+            if a != sv and (a not in latest or ordinal[u] > ordinal[latest[a]]):
+                latest[a] = u
+        cands = list(latest.values())
+        if prev[v] >= 0:
+            cands.append(prev[v])
+        for a in sorted(latest):
+            u = latest[a]
+            # u needs an event unless another direct predecessor has already seen u (or a
+            # later launch of stream a): then a path u -> ... -> w -> v exists without it.
+            if all(w == u or clock[w][a] < ordinal[u] for w in cands):
+                kept.append((u, v, "data" if u in data_preds[v] else "control"))
+        row = list(map(max, *(clock[w] for w in cands))) if len(cands) > 1 else \
+            list(clock[cands[0]] if cands else empty)
+        row[sv] = ordinal[v]
+        clock[v] = row
+    return kept
+
+
+def insert_events(plan: Plan) -> int:
+    """Add one Event (RECORD after the producer, WAIT before the consumer) per edge of
+    `minimal_sync_edges`. Returns the number of events. Physical ids are provisional
+    (one per event) until passes/event_ids.py assigns them."""
+    if plan.events or any(st.kind != LAUNCH for steps in plan.streams for st in steps):
+        raise PlanError(f"insert_events: plan {plan.graph_name!r} already has events; "
+                        "the pass runs once, on a plan of launches only")
     records: dict[int, list[int]] = {}
     waits: dict[int, list[int]] = {}
-    for src, dst in pairs:
-        e = Event(index=len(plan.events), event_id=len(plan.events), src=plan.nodes[src].name,
-                  dst=plan.nodes[dst].name, src_stream=plan.nodes[src].stream,
-                  dst_stream=plan.nodes[dst].stream, src_node=src, dst_node=dst)
+    for src, dst, reason in minimal_sync_edges(plan):
+        s, d = plan.nodes[src], plan.nodes[dst]
+        e = Event(index=len(plan.events), event_id=len(plan.events), src=s.name, dst=d.name,
+                  src_stream=s.stream, dst_stream=d.stream, src_node=src, dst_node=dst,
+                  reason=reason)
         plan.events.append(e)
         records.setdefault(src, []).append(e.index)
         waits.setdefault(dst, []).append(e.index)
     for s, steps in enumerate(plan.streams):
-        new = []
+        new: list[Step] = []
         for st in steps:
-            if st.kind == LAUNCH:
-                new.extend(Step(WAIT, e) for e in waits.get(st.arg, []))
-                new.append(st)
-                new.extend(Step(RECORD, e) for e in records.get(st.arg, []))
-            else:
-                new.append(st)
+            new.extend(Step(WAIT, k) for k in waits.get(st.arg, ()))
+            new.append(st)
+            new.extend(Step(RECORD, k) for k in records.get(st.arg, ()))
         plan.streams[s] = new
+    return len(plan.events)

@@ -1,37 +1,106 @@
-"""Merging per-stream step lists into one order that respects every wait."""
+"""The host enqueue order: every stream's steps merged into one sequence that respects every wait.
+
+An executor that drives all streams from one host thread (the sequential executor, the CUDA
+executor) enqueues the steps in exactly this order; physical event ids are reused on the
+strength of it (passes/event_ids.py), so an executor that uses `Event.event_id` must not
+invent an order of its own.
+
+The merge simulates the streams running side by side with unit-time operators: a launch's
+*level* is one more than the level of the launch before it on its stream and one more than
+the level of the launch each of its WAITs depends on (the one before the RECORD). Steps go
+out level by level, and within a level all WAITs, then all LAUNCHes, then all RECORDs (ties
+by node index). So an event is recorded late and waited early: lifetimes are short, which
+is what lets physical ids be reused, and the host feeds every stream early, which is what a
+concurrent device wants. Levels do not depend on how plan nodes are numbered.
+"""
 from __future__ import annotations
+
+import heapq
 
 from ..errors import PlanError
 from .plan import LAUNCH, RECORD, WAIT, Plan
 
+_RANK = {WAIT: 0, LAUNCH: 1, RECORD: 2}   # within a level: close events before opening new ones
+
+
+def _anchors(steps) -> list[int]:
+    """Node index each step belongs to: a WAIT to the launch it guards, a RECORD to the
+    launch it follows. Ties within a level go by it, so equal levels keep the plan's order."""
+    out, nxt = [0] * len(steps), 1 << 62
+    for i in range(len(steps) - 1, -1, -1):
+        if steps[i].kind == LAUNCH:
+            nxt = steps[i].arg
+        out[i] = nxt
+    prev = -1
+    for i, st in enumerate(steps):
+        if st.kind == LAUNCH:
+            prev = st.arg
+        elif st.kind == RECORD:
+            out[i] = prev
+    return out
+
+
+def host_order(plan: Plan) -> list[tuple[int, int]]:
+    """All steps as (stream, position in that stream), in host enqueue order.
+
+    A WAIT is never placed before the RECORD of its event. Raises PlanError if the plan
+    deadlocks (a wait whose record can never be enqueued).
+    """
+    streams, n_events = plan.streams, len(plan.events)
+    pos = [0] * len(streams)
+    last = [-1] * len(streams)              # level of the latest launch on each stream
+    need = [0] * len(streams)               # least level of the next launch (from waits)
+    rec_level: list[int | None] = [None] * n_events
+    parked: dict[int, list[int]] = {}       # event -> streams blocked on a WAIT for it
+    heap: list[tuple[int, int, int, int]] = []
+    out: list[tuple[int, int]] = []
+    anchor = [_anchors(steps) for steps in streams]
+
+    def push(s: int) -> None:
+        st = streams[s][pos[s]]
+        if st.kind == RECORD:
+            key = last[s]
+        elif st.kind == LAUNCH:
+            key = max(last[s] + 1, need[s])
+        elif 0 <= st.arg < n_events and rec_level[st.arg] is not None:
+            key = max(last[s] + 1, need[s], rec_level[st.arg] + 1)
+        else:                               # its RECORD has not been enqueued yet
+            parked.setdefault(st.arg, []).append(s)
+            return
+        heapq.heappush(heap, (key, _RANK[st.kind], anchor[s][pos[s]], s))
+
+    for s in range(len(streams)):
+        if streams[s]:
+            push(s)
+    while heap:
+        key, _, _, s = heapq.heappop(heap)
+        st = streams[s][pos[s]]
+        out.append((s, pos[s]))
+        if st.kind == LAUNCH:
+            last[s] = key
+        elif st.kind == WAIT:
+            need[s] = max(need[s], key)
+        elif 0 <= st.arg < n_events and rec_level[st.arg] is None:
+            rec_level[st.arg] = last[s]
+            for t in parked.pop(st.arg, ()):
+                push(t)
+        pos[s] += 1
+        if pos[s] < len(streams[s]):
+            push(s)
+    if parked:
+        _deadlock(plan, parked, pos)
+    return out
+
+
+def _deadlock(plan: Plan, parked: dict[int, list[int]], pos: list[int]) -> None:
+    e, waiting = min(parked.items(), key=lambda kv: min(kv[1]))
+    s = min(waiting)
+    what = plan.streams[s][pos[s]].describe(plan if 0 <= e < len(plan.events) else None)
+    raise PlanError(f"plan deadlocks: stream {s} waits on {what}, which is never recorded "
+                    "before it")
+
 
 def merged_order(plan: Plan) -> list[int]:
-    """Simulate the streams round-robin; a wait blocks until its record has run.
-
-    Returns node indices in a order valid for one thread. Raises PlanError on deadlock
-    (a wait whose record can never run), which is what verify() reports too.
-    """
-    pos = [0] * len(plan.streams)
-    recorded = [False] * len(plan.events)
-    order: list[int] = []
-    remaining = sum(len(s) for s in plan.streams)
-    while remaining:
-        progressed = False
-        for s, steps in enumerate(plan.streams):
-            while pos[s] < len(steps):
-                st = steps[pos[s]]
-                if st.kind == WAIT and not recorded[st.arg]:
-                    break
-                if st.kind == LAUNCH:
-                    order.append(st.arg)
-                elif st.kind == RECORD:
-                    recorded[st.arg] = True
-                pos[s] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            blocked = [(s, plan.streams[s][pos[s]]) for s in range(len(plan.streams))
-                       if pos[s] < len(plan.streams[s])]
-            s, st = blocked[0]
-            raise PlanError(f"plan deadlocks: stream {s} waits on {st.describe(plan)} which is never recorded")
-    return order
+    """Node indices in host enqueue order (a valid order for one thread)."""
+    return [plan.streams[s][i].arg for s, i in host_order(plan)
+            if plan.streams[s][i].kind == LAUNCH]
