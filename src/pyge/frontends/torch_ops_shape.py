@@ -1,0 +1,283 @@
+"""ATen -> ONNX: shape, indexing, copy and creation ops, and SymInt arithmetic (see torch_ops)."""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from ..ir.graph import Value
+from .onnx_proto import dtype_to_onnx
+from .torch_ops import Unsupported, aten, axis, op, rank
+
+INT64_MAX = 2**63 - 1
+
+
+def shape_input(cx, items) -> Value:
+    """An int64 1-D shape tensor from ints and (with dynamic shapes) 0-d SymInt Values."""
+    if all(isinstance(i, int) for i in items):
+        return cx.ints(items)
+    parts = []
+    for i in items:
+        if isinstance(i, Value):
+            parts.append(cx.tmp("Unsqueeze", [cx.cast(i, "int64"), cx.ints([0])], "int64", (1,)))
+        else:
+            parts.append(cx.ints([i]))
+    return cx.tmp("Concat", parts, "int64", (len(items),), axis=0)
+
+
+# ---------------------------------------------------------------------------------------
+# views
+
+
+@op(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def _reshape(cx, a):
+    x, shape = a["self"], cx.static_shape()
+    if shape is not None:
+        if x.shape == shape:
+            return x
+        # The meta shape has no -1; ONNX reads a 0 as "copy the input dim" unless allowzero.
+        return cx.out("Reshape", [x, cx.ints(shape)], allowzero=int(0 in shape))
+    return cx.out("Reshape", [x, shape_input(cx, a["size"] if "size" in a else a["shape"])])
+
+
+@op(aten.permute.default)
+def _permute(cx, a):
+    x = a["self"]
+    return cx.out("Transpose", [x], perm=[axis(d, rank(x)) for d in a["dims"]])
+
+
+@op(aten.transpose.int)
+def _transpose(cx, a):
+    x = a["self"]
+    perm = list(range(rank(x)))
+    d0, d1 = axis(a["dim0"], len(perm)), axis(a["dim1"], len(perm))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return x if d0 == d1 else cx.out("Transpose", [x], perm=perm)
+
+
+@op(aten.t.default)
+def _t(cx, a):
+    x = a["self"]
+    return x if rank(x) < 2 else cx.out("Transpose", [x], perm=[1, 0])
+
+
+@op(aten.expand.default)
+def _expand(cx, a):
+    x, shape = a["self"], cx.static_shape()
+    if shape is not None:
+        return x if x.shape == shape else cx.out("Expand", [x, cx.ints(shape)])
+    # torch's -1 keeps a dim; ONNX Expand broadcasts both ways, so a 1 keeps it too.
+    sizes = [1 if (isinstance(s, int) and s == -1) else s for s in a["size"]]
+    return cx.out("Expand", [x, shape_input(cx, sizes)])
+
+
+@op(aten.unsqueeze.default)
+def _unsqueeze(cx, a):
+    x = a["self"]
+    return cx.out("Unsqueeze", [x, cx.ints([axis(a["dim"], rank(x) + 1)])])
+
+
+@op(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def _squeeze(cx, a):
+    # ATen skips a named dim whose size is not 1; ONNX Squeeze fails on it: keep only the 1s.
+    x = a["self"]
+    dims = a.get("dim")
+    dims = range(rank(x)) if dims is None else (dims if isinstance(dims, (list, tuple)) else [dims])
+    axes = [axis(d, rank(x)) for d in dims]
+    axes = [d for d in axes if x.shape[d] == 1]
+    return x if not axes else cx.out("Squeeze", [x, cx.ints(axes)])
+
+
+@op(aten.alias.default, aten.clone.default, aten.detach.default, aten.lift_fresh_copy.default,
+    aten.contiguous.default)
+def _alias(cx, a):
+    return a["self"]  # no data change: the FX node maps to its input, no node is emitted
+
+
+@op(aten.dropout.default, aten.native_dropout.default)
+def _dropout(cx, a):
+    if a["train"]:
+        raise Unsupported("dropout in training mode")
+    # native_dropout returns (output, mask); the mask is not available
+    return a["input"] if cx.fx.target is aten.dropout.default else [a["input"], None]
+
+
+@op(aten._to_copy.default, aten.to.dtype)
+def _to_copy(cx, a):
+    x = a["self"]
+    if x.dtype == cx.dtype:
+        return x
+    return cx.out("Cast", [x], to=dtype_to_onnx(cx.dtype))
+
+
+# ---------------------------------------------------------------------------------------
+# slicing, indexing, joining
+
+
+@op(aten.slice.Tensor)
+def _slice(cx, a):
+    x = a["self"]
+    d = axis(a["dim"], rank(x))
+    start = 0 if a["start"] is None else a["start"]
+    end = INT64_MAX if a["end"] is None else a["end"]
+    step = a["step"]
+    size = x.shape[d]
+    if start == 0 and step == 1 and isinstance(end, int) and isinstance(size, int) and end >= size:
+        return x  # x[:, :] style full slices are common in exported graphs
+    ends = [min(end, INT64_MAX)] if isinstance(end, int) else [end]
+    return cx.out("Slice", [x, shape_input(cx, [start]), shape_input(cx, ends), cx.ints([d]),
+                            cx.ints([step])])
+
+
+@op(aten.flip.default)
+def _flip(cx, a):
+    # A reversed Slice: start at the last element, run past the first (ends clamp to -1).
+    x = a["self"]
+    axes = [axis(d, rank(x)) for d in a["dims"]]
+    n = len(axes)
+    return cx.out("Slice", [x, cx.ints([-1] * n), cx.ints([-INT64_MAX] * n), cx.ints(axes),
+                            cx.ints([-1] * n)])
+
+
+@op(aten.select.int)
+def _select(cx, a):
+    # A 0-d index makes Gather drop the axis, as select does.
+    x = a["self"]
+    idx = a["index"]
+    idx = cx.const(np.asarray(idx, dtype=np.int64), "index") if isinstance(idx, int) else idx
+    return cx.out("Gather", [x, idx], axis=axis(a["dim"], rank(x)))
+
+
+@op(aten.index_select.default)
+def _index_select(cx, a):
+    x = a["self"]
+    return cx.out("Gather", [x, a["index"]], axis=axis(a["dim"], rank(x)))
+
+
+@op(aten.embedding.default)
+def _embedding(cx, a):
+    return cx.out("Gather", [a["weight"], a["indices"]], axis=0)
+
+
+@op(aten.index.Tensor)
+def _index(cx, a):
+    x, idx = a["self"], a["indices"]
+    used = [i for i, t in enumerate(idx) if t is not None]
+    if len(used) != 1:
+        raise Unsupported("more than one index tensor")
+    t = idx[used[0]]
+    if t.dtype == "bool":
+        raise Unsupported("boolean mask index (data-dependent shape)")
+    return cx.out("Gather", [x, t], axis=used[0])
+
+
+@op(aten.cat.default)
+def _cat(cx, a):
+    tensors = a["tensors"]
+    r = len(cx.shape)
+    # torch.cat accepts 1-D empty tensors next to any rank (legacy); ONNX Concat does not.
+    tensors = [t for t in tensors if not (t.shape == (0,) and r != 1)]
+    return cx.out("Concat", [cx.cast(t, cx.dtype) for t in tensors], axis=axis(a["dim"], r))
+
+
+@op(aten.stack.default)
+def _stack(cx, a):
+    r = len(cx.shape)
+    d = axis(a["dim"], r)
+    parts = []
+    for t in a["tensors"]:
+        shape = None if t.shape is None else t.shape[:d] + (1,) + t.shape[d:]
+        parts.append(cx.tmp("Unsqueeze", [cx.cast(t, cx.dtype), cx.ints([d])], cx.dtype, shape))
+    return cx.out("Concat", parts, axis=d)
+
+
+def _split(cx, x: Value, sizes: list, d: int):
+    # Opset >= 18 Split takes the sizes as an input (num_outputs is the alternative).
+    return cx.out("Split", [x, cx.ints(sizes)], n=len(sizes), axis=d)
+
+
+@op(aten.split.Tensor, aten.split_with_sizes.default)
+def _split_op(cx, a):
+    x = a["self"]
+    d = axis(a["dim"], rank(x))
+    sizes = [int(m.shape[d]) for m in cx.val]  # the meta outputs give the exact pieces
+    out = _split(cx, x, sizes, d)
+    return out if isinstance(out, list) else [out]
+
+
+@op(aten.unbind.int)
+def _unbind(cx, a):
+    x = a["self"]
+    d = axis(a["dim"], rank(x))
+    n = len(cx.val)
+    keep = x.shape[:d] + (1,) + x.shape[d + 1:]
+    pieces = cx.conv.add_node("Split", cx.name, [x, cx.ints([1] * n)],
+                              [f"{cx.name}_split{i}" for i in range(n)], {"axis": d})
+    outs = []
+    for i, p in enumerate(pieces):
+        p.dtype, p.shape = x.dtype, keep
+        outs.append(cx.tmp("Squeeze", [p, cx.ints([d])], x.dtype, cx.shape[:0] + tuple(
+            s for j, s in enumerate(keep) if j != d)))
+    return outs
+
+
+@op(aten.constant_pad_nd.default)
+def _pad(cx, a):
+    x, pad = a["self"], list(a["pad"])
+    r = rank(x)
+    # ATen lists (begin, end) pairs from the LAST axis backwards; ONNX wants every axis'
+    # begin, then every axis' end, first axis first.
+    begins, ends = [0] * r, [0] * r
+    for i in range(len(pad) // 2):
+        begins[r - 1 - i], ends[r - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    value = cx.scalar(a["value"], x.dtype)
+    return cx.out("Pad", [x, cx.ints(begins + ends), value], mode="constant")
+
+
+@op(aten.repeat.default)
+def _repeat(cx, a):
+    x, reps = a["self"], list(a["repeats"])
+    if len(reps) > rank(x):  # repeat may add leading axes; Tile needs equal ranks
+        shape = (1,) * (len(reps) - rank(x)) + tuple(x.shape)
+        x = cx.tmp("Reshape", [x, cx.ints(shape)], x.dtype, shape)
+    return cx.out("Tile", [x, cx.ints(reps)])
+
+
+# ---------------------------------------------------------------------------------------
+# creation from another tensor's shape (the inputs are not constants, so no folding)
+
+
+@op(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default,
+    aten.empty_like.default)
+def _like(cx, a):
+    shape = cx.static_shape()
+    if shape is None:
+        raise Unsupported("symbolic shape")
+    fill = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}.get(
+        cx.fx.target.__name__.split(".")[0], a.get("fill_value"))
+    return cx.conv.add_const(cx.name, np.full(shape, fill, dtype=cx.dtype))
+
+
+# ---------------------------------------------------------------------------------------
+# SymInts (dynamic shapes): 0-d int64 tensors computed from Shape
+
+
+@op(aten.sym_size.int)
+def _sym_size(cx, a):
+    x = a["self"]
+    shp = cx.tmp("Shape", [x], "int64", (rank(x),))
+    return cx.out("Gather", [shp, cx.const(np.asarray(axis(a["dim"], rank(x)), np.int64), "dim")],
+                  axis=0)
+
+
+def _sym_binary(onnx_op: str):
+    def emit(cx, a):
+        x, y = (cx.as_value(a[k], "int64") for k in ("arg0", "arg1"))
+        return cx.out(onnx_op, [x, y])
+    return emit
+
+
+# Sizes are non-negative, so ONNX's truncating integer Div equals Python's floor division.
+for _fn, _onnx in [(operator.add, "Add"), (operator.sub, "Sub"), (operator.mul, "Mul"),
+                   (operator.floordiv, "Div")]:
+    op(_fn)(_sym_binary(_onnx))
