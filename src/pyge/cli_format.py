@@ -1,0 +1,97 @@
+"""Plain-text tables and number formatting for the command line (ASCII only, no colours)."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "") -> str:
+    """Columns padded to their widest cell; numbers right-aligned, text left-aligned."""
+    rows = [[_cell(c) for c in r] for r in rows]
+    cols = len(headers)
+    widths = [max([len(headers[i])] + [len(r[i]) for r in rows if i < len(r)]) for i in range(cols)]
+    numeric = [bool(rows) and all(_is_number(r[i]) for r in rows if i < len(r) and r[i]) for i in range(cols)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = []
+        for i in range(cols):
+            c = cells[i] if i < len(cells) else ""
+            parts.append(c.rjust(widths[i]) if numeric[i] else c.ljust(widths[i]))
+        return (indent + "  ".join(parts)).rstrip()
+
+    out = [line(list(headers)), indent + "  ".join("-" * w for w in widths)]
+    out.extend(line(r) for r in rows)
+    return "\n".join(out)
+
+
+def key_values(pairs: Iterable[tuple[str, Any]], indent: str = "") -> str:
+    """`key   value` lines with the keys padded to one width."""
+    pairs = [(k, _cell(v)) for k, v in pairs]
+    w = max((len(k) for k, _ in pairs), default=0)
+    return "\n".join(f"{indent}{k.ljust(w)}  {v}" for k, v in pairs)
+
+
+def _cell(c: Any) -> str:
+    if isinstance(c, float):
+        return f"{c:.4g}"
+    return str(c)
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s.replace(" ms", "").replace(" s", ""))
+        return True
+    except ValueError:
+        return False
+
+
+def human_bytes(n: int | float) -> str:
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def shape_str(shape: Any) -> str:
+    if shape is None:
+        return "?"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def array_row(name: str, a: Any, preview: int = 4) -> list[str]:
+    """name, dtype, shape, min, max, mean, first values: one row of the outputs table."""
+    a = np.asarray(a)
+    flat = a.ravel()
+    head = ", ".join(_scalar(x) for x in flat[:preview]) + (", ..." if flat.size > preview else "")
+    if flat.size and a.dtype.kind in "fiub":
+        x = flat.astype(np.float64)
+        stats = [f"{np.nanmin(x):.4g}", f"{np.nanmax(x):.4g}", f"{np.nanmean(x):.4g}"] \
+            if np.isfinite(x).any() else ["nan"] * 3
+    else:
+        stats = ["", "", ""]
+    return [name, str(a.dtype), shape_str(a.shape), *stats, f"[{head}]"]
+
+
+def _scalar(x: Any) -> str:
+    if isinstance(x, (float, np.floating)):
+        return f"{float(x):.4g}"
+    return str(x)
+
+
+def summary_text(s: Any) -> str:
+    """A profile summary as text, whether it is already text or a mapping of figures."""
+    if isinstance(s, str):
+        return s
+    if isinstance(s, Mapping) and type(s).__str__ is dict.__str__:
+        return key_values((str(k), v) for k, v in s.items())
+    return str(s)
+
+
+__all__ = ["table", "key_values", "human_bytes", "ms", "shape_str", "array_row", "summary_text"]

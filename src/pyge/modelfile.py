@@ -1,0 +1,377 @@
+"""Offline models (.pgm): a compiled plan plus its graph, loadable without re-running passes.
+
+Layout (all integers little-endian):
+
+    magic        8 bytes   b"PYGEMDL\\0"
+    version      uint32    FORMAT_VERSION
+    header_len   uint64    then header_len bytes of UTF-8 JSON: pyge version, device, options,
+                           the plan (values, nodes, streams of steps, events, memory plan,
+                           custom streams) and per-graph node info (stream id, engine, control
+                           edges) for the root graph and every subgraph
+    graph_len    uint64    then graph_len bytes: the compiled graph as an ONNX ModelProto with
+                           its weights; root nodes carry `_stream_id` for viewing in Netron
+    sha256       32 bytes  over every byte before it
+
+Loading is safe on an untrusted file: JSON and protobuf only (no pickle, no code), lengths and
+checksum checked before anything is parsed, external-data tensors refused (they would make the
+loader read other files), and every index in the plan range-checked, so a crafted file fails
+with ModelFileError rather than IndexError deep inside an executor, and the plan is
+verified (pyge.passes.verify) so that one that would deadlock or race is refused too.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import struct
+import tempfile
+from dataclasses import MISSING, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+
+from .errors import ModelFileError, PygeError
+from .ir.graph import Graph
+from .plan.plan import LAUNCH, RECORD, WAIT, Buffer, Event, MemoryPlan, Plan, PlanNode, PlanValue, Step
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"PYGEMDL\0"
+FORMAT_VERSION = 1
+_PRE = struct.Struct("<8sIQ")     # magic, version, header_len
+_LEN = struct.Struct("<Q")
+_SHA = 32
+_STREAM_ATTR = "_stream_id"
+
+
+# ---------------------------------------------------------------------------------------
+# saving
+
+
+def save_model(model, path: str | os.PathLike) -> Path:
+    """Write `model` (a CompiledModel) to `path`; the file is replaced atomically."""
+    from . import __version__
+    p = Path(path)
+    header = {
+        "format": "pyge-model", "pyge_version": __version__, "device": model.device,
+        "options": model.options.as_dict(), "plan": _encode(model.plan),
+        "node_info": [_node_info(g) for g in _walk(model.graph)],
+    }
+    head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    body = _graph_bytes(model)
+    data = _PRE.pack(MAGIC, FORMAT_VERSION, len(head)) + head + _LEN.pack(len(body)) + body
+    data += hashlib.sha256(data).digest()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".pgm-", dir=str(p.parent))
+    except OSError as err:
+        raise ModelFileError(f"cannot write offline model {p}: {err.strerror or err}") from err
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, p)
+    except BaseException as err:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise ModelFileError(f"cannot write offline model {p}: {err.strerror or err}") from err
+        raise
+    return p
+
+
+def _graph_bytes(model) -> bytes:
+    from .frontends.onnx_proto import graph_to_model
+    root = {id(n) for n in model.graph.nodes}
+    hook = (lambda n: {_STREAM_ATTR: int(n.stream_id)} if id(n) in root else {})
+    try:
+        return graph_to_model(model.graph, weights=True, node_hook=hook).SerializeToString()
+    except ValueError as err:  # protobuf refuses messages over 2 GiB
+        raise ModelFileError(f"graph {model.graph.name!r} cannot be written: {err}") from err
+
+
+def _walk(graph) -> list:
+    """Graph then subgraphs, depth first, attributes in sorted order (stable across a save/load)."""
+    out = [graph]
+    for n in graph.nodes:
+        for k in sorted(n.attrs):
+            a = n.attrs[k]
+            for sg in (a if isinstance(a, list) else [a]):
+                if isinstance(sg, Graph):
+                    out.extend(_walk(sg))
+    return out
+
+
+def _node_info(g) -> list:
+    index = {id(n): i for i, n in enumerate(g.nodes)}
+    return [[n.stream_id, n.engine, [index[id(p)] for p in n.control_preds if id(p) in index]]
+            for n in g.nodes]
+
+
+def _encode(obj: Any) -> Any:
+    if isinstance(obj, Step):
+        return [obj.kind, obj.arg]
+    if is_dataclass(obj):
+        return {f.name: _encode(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [_encode(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): _encode(v) for k, v in obj.items() if _jsonable(k, v)}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def _jsonable(key: Any, v: Any) -> bool:
+    try:
+        json.dumps(_encode(v))
+        return True
+    except (TypeError, ValueError):
+        log.info("plan entry %r of type %s is not saved", key, type(v).__name__)
+        return False
+
+
+# ---------------------------------------------------------------------------------------
+# loading
+
+
+def load_model(path: str | os.PathLike, device: str | None = None):
+    """Read a .pgm file into a CompiledModel, without running any compiler pass."""
+    from .compiler import _check_device
+    from .model import CompiledModel
+    from .options import parse_options
+    p = Path(path)
+    header, body = _split(p, _read(p))
+    try:
+        plan = _decode_plan(header["plan"])
+        graph = _decode_graph(body, header["node_info"])
+        _check_plan(plan, graph)
+        options = parse_options(header.get("options", {}))
+        dev = _check_device(device or header.get("device", "cpu"))
+    except PygeError as err:
+        raise ModelFileError(f"{p}: {err}") from err
+    except (IndexError, KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
+        raise ModelFileError(f"{p}: inconsistent model file ({type(err).__name__}: {err})") from err
+    return CompiledModel(graph, plan, dev, options)
+
+
+def _read(p: Path) -> bytes:
+    if not p.exists():
+        raise ModelFileError(f"model file not found: {p}")
+    if p.is_dir():
+        raise ModelFileError(f"model path is a folder, not a file: {p}")
+    try:
+        return p.read_bytes()
+    except OSError as err:
+        raise ModelFileError(f"cannot read model file {p}: {err.strerror}") from err
+
+
+def is_model_file(path: str | os.PathLike) -> bool:
+    """True when the file starts with the .pgm magic bytes."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def _split(p: Path, data: bytes) -> tuple[dict, bytes]:
+    """Check magic, version, lengths and checksum; return (header dict, graph bytes)."""
+    if len(data) < _PRE.size or data[:8] != MAGIC:
+        raise ModelFileError(f"{p} is not a pyge offline model (bad magic bytes)")
+    _, version, head_len = _PRE.unpack_from(data)
+    if version > FORMAT_VERSION:
+        raise ModelFileError(f"{p} has format version {version}, newer than this pyge supports "
+                             f"(versions up to {FORMAT_VERSION}); upgrade pyge or recompile the model")
+    if version < 1:
+        raise ModelFileError(f"{p} has unsupported format version {version} (supported: 1..{FORMAT_VERSION})")
+    at = _PRE.size + head_len
+    if at + _LEN.size > len(data):
+        raise ModelFileError(f"{p} is truncated (header claims {head_len} bytes, file has {len(data)})")
+    (body_len,) = _LEN.unpack_from(data, at)
+    end = at + _LEN.size + body_len
+    if end + _SHA != len(data):
+        what = "truncated" if end + _SHA > len(data) else "followed by unexpected bytes"
+        raise ModelFileError(f"{p} is {what} (expected {end + _SHA} bytes, file has {len(data)})")
+    if hashlib.sha256(data[:end]).digest() != data[end:]:
+        raise ModelFileError(f"{p} is corrupt (SHA-256 checksum mismatch)")
+    try:
+        header = json.loads(data[_PRE.size:at].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ModelFileError(f"{p}: header is not valid JSON ({err})") from err
+    if not isinstance(header, dict) or header.get("format") != "pyge-model":
+        raise ModelFileError(f"{p}: header is not a pyge model header")
+    return header, data[at + _LEN.size:end]
+
+
+def _decode(cls, d: Any):
+    if not isinstance(d, dict):
+        raise ModelFileError(f"{cls.__name__} record is not an object")
+    kw = {}
+    for f in fields(cls):
+        if f.name in d:
+            v = d[f.name]
+            kw[f.name] = tuple(v) if isinstance(v, list) and str(f.type).startswith("tuple") else v
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise ModelFileError(f"{cls.__name__} record lacks field {f.name!r}")
+    return cls(**kw)
+
+
+def _decode_plan(d: dict) -> Plan:
+    if not isinstance(d, dict):
+        raise ModelFileError("plan is not an object")
+    known = {f.name for f in fields(Plan)}
+    kw = {k: v for k, v in d.items() if k in known}
+    kw["values"] = [_decode(PlanValue, x) for x in d.get("values", [])]
+    kw["nodes"] = [_decode(PlanNode, x) for x in d.get("nodes", [])]
+    kw["events"] = [_decode(Event, x) for x in d.get("events", [])]
+    kw["streams"] = [[_step(s) for s in steps] for steps in d.get("streams", [])]
+    mem = dict(d.get("memory", {}))
+    mem["buffers"] = [_decode(Buffer, b) for b in mem.get("buffers", [])]
+    kw["memory"] = _decode(MemoryPlan, mem)
+    return _decode(Plan, kw)
+
+
+def _step(s: Any) -> Step:
+    if not (isinstance(s, list) and len(s) == 2):
+        raise ModelFileError(f"malformed stream step {s!r}")
+    return Step(s[0], s[1])
+
+
+def _decode_graph(body: bytes, node_info: Any):
+    from .frontends.onnx_proto import model_from_proto
+    mp = onnx.ModelProto()
+    try:
+        mp.ParseFromString(body)
+    except (DecodeError, ValueError, RuntimeError) as err:
+        raise ModelFileError(f"graph section is not a valid ONNX model ({err})") from err
+    _refuse_external_data(mp.graph)
+    graph = model_from_proto(mp)
+    graphs = _walk(graph)
+    if not isinstance(node_info, list) or len(node_info) != len(graphs):
+        raise ModelFileError("node info does not match the graph's subgraphs")
+    for g, info in zip(graphs, node_info):
+        nodes = g.nodes
+        if not isinstance(info, list) or len(info) != len(nodes):
+            raise ModelFileError(f"node info does not match graph {g.name!r}")
+        for n, rec in zip(nodes, info):
+            n.attrs.pop(_STREAM_ATTR, None)
+            stream, engine, preds = rec
+            n.stream_id = _int(stream, f"stream of node {n.name!r}")
+            n.engine = engine if isinstance(engine, str) else None
+            n.control_preds = [nodes[_idx(i, len(nodes), f"control edge of {n.name!r}")] for i in preds]
+        g.invalidate()
+    return graph
+
+
+def _refuse_external_data(gp: onnx.GraphProto) -> None:
+    """External data would make the loader open files named by the model file: refuse it."""
+    tensors = list(gp.initializer) + [s.values for s in gp.sparse_initializer]
+    for node in gp.node:
+        for a in node.attribute:
+            tensors.extend([a.t] if a.HasField("t") else [])
+            tensors.extend(a.tensors)
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                _refuse_external_data(sub)
+    for t in tensors:
+        if t.data_location == onnx.TensorProto.EXTERNAL or len(t.external_data):
+            raise ModelFileError(f"tensor {t.name!r} refers to external data, which .pgm files may not")
+
+
+# ---------------------------------------------------------------------------------------
+# consistency of a loaded plan
+
+
+def _int(x: Any, what: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise ModelFileError(f"{what} is not an integer: {x!r}")
+    return x
+
+
+def _idx(x: Any, n: int, what: str, lo: int = 0) -> int:
+    i = _int(x, what)
+    if not lo <= i < n:
+        raise ModelFileError(f"{what} is {i}, outside {lo}..{n - 1}")
+    return i
+
+
+def _check_plan(plan: Plan, graph) -> None:
+    V, N, S, E = len(plan.values), len(plan.nodes), len(plan.streams), len(plan.events)
+    for i, v in enumerate(plan.values):
+        _check_record(v, i, "value")
+        _idx(v.producer, N, f"producer of value {v.name!r}", lo=-1)
+        _idx(v.buffer, len(plan.memory.buffers), f"buffer of value {v.name!r}", lo=-1)
+    for i, n in enumerate(plan.nodes):
+        _check_record(n, i, "node")
+        _idx(n.stream, S, f"stream of node {n.name!r}")
+        for what, lst, lo, size in (("input", n.inputs, -1, V), ("output", n.outputs, 0, V),
+                                    ("control edge", n.control_preds, 0, N), ("release", n.free_after, 0, V)):
+            for x in _list(lst, f"{what}s of node {n.name!r}"):
+                _idx(x, size, f"{what} of node {n.name!r}", lo=lo)
+    for k, e in enumerate(plan.events):
+        _check_record(e, k, "event")
+        _int(e.event_id, f"id of event {k}")
+        _idx(e.src_stream, S, f"source stream of event {k}")
+        _idx(e.dst_stream, S, f"target stream of event {k}")
+        _idx(e.src_node, N, f"source node of event {k}", lo=-1)
+        _idx(e.dst_node, N, f"target node of event {k}", lo=-1)
+    launched = [0] * N
+    for s, steps in enumerate(plan.streams):
+        for st in _list(steps, f"stream {s}"):
+            if st.kind not in (LAUNCH, RECORD, WAIT):
+                raise ModelFileError(f"stream {s} has a step of unknown kind {st.kind!r}")
+            arg = _idx(st.arg, N if st.kind == LAUNCH else E, f"step argument on stream {s}")
+            if st.kind == LAUNCH:
+                if plan.nodes[arg].stream != s:
+                    raise ModelFileError(f"node {plan.nodes[arg].name!r} is launched on stream {s}, "
+                                         f"but planned on stream {plan.nodes[arg].stream}")
+                launched[arg] += 1
+    if any(c != 1 for c in launched):
+        raise ModelFileError("some node is not launched exactly once")
+    for what, lst, size in (("input", plan.inputs, V), ("output", plan.outputs, V),
+                            ("custom stream", plan.custom_streams, S)):
+        for x in _list(lst, f"plan {what}s"):
+            _idx(x, size, f"plan {what}")
+    for b in plan.memory.buffers:
+        for x in (b.index, b.offset, b.size):
+            _idx(x, 1 << 62, "buffer field")
+    _check_against_graph(plan, graph)
+    # Indices are sound; now the ordering: no deadlock, every dependency and buffer reuse
+    # ordered across streams. A crafted plan that would race or hang fails here, not at run time.
+    from .passes.verify import verify_plan
+    verify_plan(plan)
+
+
+def _check_record(rec: Any, i: int, what: str) -> None:
+    if _int(rec.index, f"{what} index") != i:
+        raise ModelFileError(f"{what} {i} carries index {rec.index}")
+    name = getattr(rec, "name", "")
+    if not isinstance(name, str):
+        raise ModelFileError(f"{what} {i} has a name that is not a string")
+
+
+def _list(x: Any, what: str) -> list:
+    if not isinstance(x, list):
+        raise ModelFileError(f"{what} is not a list")
+    return x
+
+
+def _check_against_graph(plan: Plan, graph) -> None:
+    names = [n.name for n in graph.nodes]
+    if sorted(names) != sorted(n.name for n in plan.nodes) or len(set(names)) != len(names):
+        raise ModelFileError("the plan's nodes do not match the graph's nodes")
+    by_name = {n.name: n for n in graph.nodes}
+    for pn in plan.nodes:
+        if by_name[pn.name].stream_id != pn.stream:
+            raise ModelFileError(f"node {pn.name!r}: graph and plan disagree on its stream")
+    for v in plan.values:
+        if v.is_const and v.name not in graph.initializers:
+            raise ModelFileError(f"constant {v.name!r} has no weights in the graph")
+    if [plan.values[i].name for i in plan.inputs] != [v.name for v in graph.inputs]:
+        raise ModelFileError("the plan's inputs do not match the graph's inputs")
+    if [plan.values[i].name for i in plan.outputs] != [v.name for v in graph.outputs]:
+        raise ModelFileError("the plan's outputs do not match the graph's outputs")
+
+
+__all__ = ["save_model", "load_model", "is_model_file", "MAGIC", "FORMAT_VERSION"]

@@ -1,0 +1,129 @@
+"""Exit statuses and one-line errors of the `pyge` command."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pyge import cli, cli_commands
+from pyge.options import accepted_keys
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got: {err!r}"
+    assert lines[0].startswith("pyge"), lines[0]
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_missing_file(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "run", str(tmp_path / "nope.onnx"))
+    assert code == 1 and out == ""
+    assert "not found" in one_line(err) and "nope.onnx" in err
+
+
+def test_corrupt_onnx(capsys, tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage\xff\xff\xff")
+    code, _, err = run_cli(capsys, "compile", str(bad), "-o", str(tmp_path / "x.pgm"))
+    assert code == 1
+    assert "bad.onnx" in one_line(err) and "ONNX" in err
+    assert not (tmp_path / "x.pgm").exists()
+
+
+def test_unknown_option_key(capsys, onnx_file):
+    code, _, err = run_cli(capsys, "run", str(onnx_file), "--option", "ge.bogus=1")
+    line = one_line(err)
+    assert code == 2 and "ge.bogus" in line and "ge.enableSingleStream" in line
+
+
+def test_malformed_option_value(capsys, onnx_file):
+    code, _, err = run_cli(capsys, "streams", str(onnx_file), "-O", "ge.enableSingleStream=maybe")
+    line = one_line(err)
+    assert code == 2 and "ge.enableSingleStream" in line and "true, false" in line
+    code, _, err = run_cli(capsys, "run", str(onnx_file), "-O", "ge.autoMultistreamParallelMode=LoadBalance:99")
+    assert code == 2 and "LoadBalance:N" in one_line(err)
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--option", "no-equals-sign"],
+    ["run", "--bogus-flag"],
+    ["frobnicate"],
+    [],
+    ["compile"],                          # MODEL and -o are required
+    ["run", "--runs", "zero"],
+    ["run", "--runs", "0"],
+    ["run", "--shape", "input=1,x"],
+])
+def test_usage_errors(capsys, argv):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2, (argv, err)
+    one_line(err)
+
+
+def test_pgm_refuses_options_and_recompiling(capsys, onnx_file, tmp_path):
+    pgm = tmp_path / "m.pgm"
+    assert run_cli(capsys, "compile", str(onnx_file), "-o", str(pgm))[0] == 0
+    code, _, err = run_cli(capsys, "run", str(pgm), "-O", "ge.enableSingleStream=true")
+    assert code == 2 and "offline model" in one_line(err)
+    code, _, err = run_cli(capsys, "compile", str(pgm), "-o", str(tmp_path / "again.pgm"))
+    assert code == 2 and "already an offline model" in one_line(err)
+
+
+def test_corrupt_pgm(capsys, tmp_path):
+    bad = tmp_path / "bad.pgm"
+    bad.write_bytes(b"PYGEMDL\0" + b"\x01\0\0\0" + b"\xff" * 8)
+    code, _, err = run_cli(capsys, "run", str(bad))
+    assert code == 1 and "truncated" in one_line(err)
+
+
+def test_bad_input_file(capsys, onnx_file, tmp_path):
+    code, _, err = run_cli(capsys, "run", str(onnx_file), "--input", f"x={tmp_path / 'none.npy'}")
+    assert code == 1 and "input file not found" in one_line(err)
+    np.save(tmp_path / "wrong.npy", np.zeros((3, 3), np.float32))
+    code, _, err = run_cli(capsys, "run", str(onnx_file), "--input", f"x={tmp_path / 'wrong.npy'}")
+    assert code == 1 and "shape" in one_line(err)
+    code, _, err = run_cli(capsys, "run", str(onnx_file), "--input", f"nope={tmp_path / 'wrong.npy'}")
+    assert code == 2 and "no such input" in one_line(err)
+
+
+def test_internal_error_is_one_line_unless_debug(capsys, monkeypatch):
+    def boom(args):
+        raise RuntimeError("something\nbroke")
+    monkeypatch.setattr(cli_commands, "cmd_run", boom)
+    code, _, err = run_cli(capsys, "run")
+    assert code == 1 and "internal error" in one_line(err) and "--debug" in err
+    with pytest.raises(RuntimeError):
+        cli.main(["run", "--debug"])
+
+
+def test_help_lists_every_option_and_variable(capsys):
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0
+    for key in accepted_keys():
+        assert key in out
+    for var in ("DUMP_GE_GRAPH", "DUMP_GRAPH_LEVEL", "DUMP_GRAPH_PATH", "PYGE_OPP_PATH", "ASCEND_OPP_PATH"):
+        assert var in out
+    for cmd in ("compile", "run", "streams", "profile", "demo"):
+        assert cmd in out
+        code, sub, _ = run_cli(capsys, cmd, "--help")
+        assert code == 0 and "usage: pyge " + cmd in sub
+    code, out, _ = run_cli(capsys, "--version")
+    assert code == 0 and out.startswith("pyge ")
+
+
+def test_real_process_exit_status_and_stderr(tmp_path):
+    """Through `python -m pyge`: the status the shell sees, one line on stderr."""
+    p = subprocess.run([sys.executable, "-m", "pyge", "run", str(tmp_path / "missing.onnx")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr.strip().count("\n") == 0 and p.stderr.startswith("pyge: error: ")
