@@ -14,6 +14,11 @@ from .errors import (CustomPassError, ExecutionError, GraphCycleError, GraphErro
 from .frontends.onnx_loader import load_onnx
 from .ir import Graph, GraphBuilder, Node, Value, format_graph
 from .model import CompiledModel
+from .passes.custom import (GRAPH_FAILED, GRAPH_PARAM_INVALID, GRAPH_SUCCESS, StreamPassContext,
+                            clear_custom_passes, custom_passes_scope, custom_stream_pass,
+                            register_custom_pass, unregister_custom_pass)
+from .passes.engines import register_engine
+from . import examples  # noqa: E402 - pyge.examples.reference_graph() for the demo and tests
 
 __version__ = "0.1.0"
 
@@ -22,4 +27,13 @@ __all__ = [
     "PygeError", "ModelLoadError", "GraphError", "GraphCycleError", "UnsupportedOperatorError",
     "OptionError", "PassError", "CustomPassError", "PluginError", "PlanError", "VerificationError",
     "InputError", "ExecutionError", "ModelFileError", "DumpError",
+    "register_custom_pass", "custom_stream_pass", "unregister_custom_pass", "clear_custom_passes",
+    "custom_passes_scope", "StreamPassContext", "GRAPH_SUCCESS", "GRAPH_FAILED", "GRAPH_PARAM_INVALID",
+    "register_engine", "examples",
 ]
+
+# -- product surface: GE-style sessions and offline models (.pgm) ---------------------------
+from .session import Session, SessionError  # noqa: E402
+from .modelfile import load_model, save_model  # noqa: E402
+
+__all__ += ["Session", "SessionError", "load_model", "save_model"]

@@ -1,9 +1,80 @@
-"""Custom stream passes (minimal first version: none registered)."""
+"""Custom stream passes (compiler pass 8): user passes run after the built-in allocation.
+
+For the root graph and then every subgraph, each registered pass is called in registration
+order as ``fn(graph, ctx)`` with a read-only view of that graph (its direct nodes only) and
+a StreamPassContext. A pass that returns anything but GRAPH_SUCCESS, or raises, stops the
+compilation with CustomPassError(pass name, return code, the pass's message). Compilation
+works on a clone, so the user's graph is untouched either way.
+"""
 from __future__ import annotations
 
-GRAPH_SUCCESS = 0
-GRAPH_FAILED = 1
+import logging
+from typing import Any, Callable, Mapping
+
+from ...errors import CustomPassError
+from ...ir.graph import Graph
+from ...options import Options, parse_options
+from .context import (GRAPH_FAILED, GRAPH_PARAM_INVALID, GRAPH_SUCCESS, GraphStatus, StreamBook,
+                      StreamPassContext)
+from .registry import (CustomPassRegistration, clear_custom_passes, custom_passes_scope,
+                       custom_stream_pass, register_custom_pass, registered_passes,
+                       unregister_custom_pass)
+from .view import ConstGraph, ConstNode, TensorDesc
+
+log = logging.getLogger(__name__)
+
+BEFORE_STAGE = "RunCustomPass_BeforeAssignLogicStream"
+AFTER_STAGE = "RunCustomPass_AfterAssignLogicStream"
+
+OnStage = Callable[[str, Graph], Any]
 
 
-def run_custom_passes(graph, options, on_stage=None) -> set[int]:
-    return set()
+def run_custom_passes(graph: Graph, options: Options | Mapping[str, Any] | None = None,
+                      on_stage: OnStage | None = None) -> set[int]:
+    """Run every registered stream pass on `graph` and each subgraph; returns the stream ids
+    the passes allocated. `on_stage(stage, g)` is called before and after each pass call."""
+    opts = parse_options(options)
+    passes = registered_passes()
+    if not passes:
+        return set()
+    book = StreamBook(graph)
+    for g in graph.all_graphs():
+        view = ConstGraph(g)
+        for reg in passes:
+            if reg.stream_fn is None:
+                log.warning("custom pass %s (from %s) has no stream pass function; skipped",
+                            reg.name, reg.origin)
+                continue
+            if on_stage is not None:
+                on_stage(f"{BEFORE_STAGE}{reg.name}", g)
+            _call(reg, g, view, StreamPassContext(reg.name, g, opts, book))
+            if on_stage is not None:
+                on_stage(f"{AFTER_STAGE}{reg.name}", g)
+    return set(book.allocated)
+
+
+def _call(reg: CustomPassRegistration, g: Graph, view: ConstGraph, ctx: StreamPassContext) -> None:
+    where = "" if g.parent is None else f" (on subgraph {g.name!r} of node {g.parent.name!r})"
+    log.debug("running custom stream pass %s on graph %s", reg.name, g.name)
+    try:
+        ret = reg.stream_fn(view, ctx)
+    except Exception as err:  # noqa: BLE001 - any failure of user code stops compilation, named
+        msg = f"{type(err).__name__}: {err}"
+        if ctx.get_error_message():
+            msg += f"; pass message: {ctx.get_error_message()}"
+        raise CustomPassError(reg.name, "exception", msg + where) from err
+    if isinstance(ret, bool) or not isinstance(ret, int):
+        raise CustomPassError(reg.name, repr(ret), f"a stream pass must return a status such as "
+                              f"GRAPH_SUCCESS, not {type(ret).__name__}"
+                              f"{'; ' + ctx.get_error_message() if ctx.get_error_message() else ''}{where}")
+    if ret != GRAPH_SUCCESS:
+        code = GraphStatus(ret) if ret in GraphStatus._value2member_map_ else ret
+        raise CustomPassError(reg.name, code, (ctx.get_error_message() or "(no message)") + where)
+
+
+__all__ = [
+    "run_custom_passes", "register_custom_pass", "custom_stream_pass", "unregister_custom_pass",
+    "clear_custom_passes", "registered_passes", "custom_passes_scope", "CustomPassRegistration",
+    "StreamPassContext", "GraphStatus", "GRAPH_SUCCESS", "GRAPH_FAILED", "GRAPH_PARAM_INVALID",
+    "ConstGraph", "ConstNode", "TensorDesc", "BEFORE_STAGE", "AFTER_STAGE",
+]

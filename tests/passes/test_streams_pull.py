@@ -1,0 +1,139 @@
+"""Rule 5: a node between other streams joins a neighbour's stream when that costs no overlap."""
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pyge
+from pyge.ir.clone import clone_graph
+from pyge.passes.engines import assign_engines
+from pyge.passes.streams.context import StreamContext
+from pyge.passes.streams.pull import pull_isolated
+
+
+def _prepared(g, streams: dict[str, int]):
+    g = clone_graph(g)
+    assign_engines(g)
+    for n in g.nodes:
+        n.stream_id = streams[n.name]
+    return g
+
+
+def _chain():
+    """pre -> x0 -> a -> z -> post (pre and post keep x0 and z company on their stream)."""
+    b = pyge.GraphBuilder("chain")
+    pre = b.op("Exp", [b.input("x", "float32", (4,))], name="pre")
+    a = b.op("Relu", [b.op("Relu", [pre], name="x0")], name="a")
+    b.graph.outputs.append(b.op("Neg", [b.op("Abs", [a], name="z")], name="post"))
+    return b.build()
+
+
+def _diamond(b_attrs=None):
+    b = pyge.GraphBuilder("diamond")
+    x = b.op("Relu", [b.input("x", "float32", (4,))], name="x0")
+    a = b.op("Abs", [x], name="a")
+    bb = b.op("Neg", [x], name="b", **(b_attrs or {}))
+    b.graph.outputs.append(b.op("Add", [a, bb], name="z"))
+    return b.build()
+
+
+def test_lonely_node_moves_to_the_first_neighbour_that_costs_no_overlap():
+    """x0 (alone on stream 0) -> a -> z (stream 1): x0 joins a, then everything is one stream."""
+    b = pyge.GraphBuilder("short")
+    a = b.op("Relu", [b.op("Relu", [b.input("x", "float32", (4,))], name="x0")], name="a")
+    b.graph.outputs.append(b.op("Abs", [a], name="z"))
+    g = _prepared(b.build(), {"x0": 0, "a": 1, "z": 0})
+    assert pull_isolated(g, StreamContext(next_stream=2)) == 2
+    assert {n.stream_id for n in g.nodes} == {1}
+
+
+def test_hop_in_a_chain_is_pulled_back():
+    g = _prepared(_chain(), {"pre": 0, "x0": 0, "a": 1, "z": 0, "post": 0})
+    assert pull_isolated(g, StreamContext(next_stream=2)) == 1
+    assert g.node("a").stream_id == 0
+
+
+def test_parallel_branch_is_not_pulled():
+    g = _prepared(_diamond(), {"x0": 0, "a": 0, "b": 1, "z": 0})
+    assert pull_isolated(g, StreamContext(next_stream=2)) == 0
+    assert g.node("b").stream_id == 1
+
+
+def test_node_sharing_a_stream_with_a_neighbour_stays():
+    g = _prepared(_chain(), {"pre": 0, "x0": 0, "a": 1, "z": 1, "post": 1})
+    assert pull_isolated(g, StreamContext(next_stream=2)) == 0
+
+
+def test_labelled_nodes_and_label_streams_are_exempt():
+    g = _prepared(_diamond({"_stream_label": "L"}), {"x0": 0, "a": 0, "b": 1, "z": 0})
+    assert pull_isolated(g, StreamContext(next_stream=2)) == 0
+    # a node alone between a labelled stream and its own is not pulled onto the labelled one
+    g = _prepared(_chain(), {"pre": 0, "x0": 0, "a": 1, "z": 0, "post": 0})
+    ctx = StreamContext(next_stream=2, label_streams={"L": 0})
+    assert pull_isolated(g, ctx) == 0
+
+
+def test_prefers_the_stream_with_most_neighbours():
+    b = pyge.GraphBuilder("vote")
+    x = b.input("x", "float32", (4,))
+    p = b.op("Relu", [b.op("Exp", [x], name="pre")], name="p")
+    m = b.op("Abs", [p], name="m")
+    b.graph.outputs += [b.op("Neg", [m], name="c1"), b.op("Exp", [m], name="c2")]
+    g = _prepared(b.build(), {"pre": 0, "p": 0, "m": 1, "c1": 2, "c2": 2})
+    pull_isolated(g, StreamContext(next_stream=3))
+    assert g.node("m").stream_id == 2
+
+
+# -- property: a pulled node never shares a stream with a node it could overlap -------------
+
+@st.composite
+def assigned_dags(draw):
+    n = draw(st.integers(2, 10))
+    b = pyge.GraphBuilder("rand")
+    vals = [b.input("x", "float32", (4,))]
+    for i in range(n):
+        k = draw(st.integers(1, min(2, len(vals))))
+        ins = draw(st.lists(st.sampled_from(vals), min_size=k, max_size=k, unique_by=id))
+        vals.append(b.op("Sum", ins, name=f"n{i}"))
+    b.graph.outputs.append(vals[-1])
+    streams = {f"n{i}": draw(st.integers(0, 3)) for i in range(n)}
+    return b.build(), streams
+
+
+def _reachable(a, b) -> bool:
+    todo, seen = [a], set()
+    while todo:
+        n = todo.pop()
+        if n is b:
+            return True
+        if id(n) not in seen:
+            seen.add(id(n))
+            todo.extend(n.successors)
+    return False
+
+
+@settings(max_examples=80, deadline=None)
+@given(assigned_dags())
+def test_pulled_nodes_only_join_ordered_nodes(case):
+    graph, streams = case
+    g = _prepared(graph, streams)
+    pull_isolated(g, StreamContext(next_stream=4))
+    for n in g.nodes:
+        if n.stream_id == streams[n.name]:
+            continue
+        for m in g.nodes:
+            if m is not n and m.stream_id == n.stream_id:
+                assert _reachable(m, n) or _reachable(n, m), f"{n.name} overlaps {m.name}"
+
+
+@settings(max_examples=80, deadline=None)
+@given(assigned_dags())
+def test_pull_never_adds_cross_stream_edges(case):
+    graph, streams = case
+    g = _prepared(graph, streams)
+
+    def cross():
+        return sum(p.stream_id != n.stream_id for n in g.nodes for p in n.predecessors)
+    before = cross()
+    pull_isolated(g, StreamContext(next_stream=4))
+    assert cross() <= before
