@@ -1,16 +1,128 @@
-"""GE-style graph dumps (minimal first version: not implemented yet, writes nothing)."""
+"""GE-style graph dumps: ONNX text protobufs that open in Netron, written while compiling.
+
+Controlled by DUMP_GE_GRAPH, DUMP_GRAPH_LEVEL and DUMP_GRAPH_PATH (see dumps/config.py).
+Files are `ge_onnx_<8-digit seq>_graph_<graph id>_<stage>.pbtxt`, the sequence number
+counting every dump this process writes, in the order written.
+
+Stages and their levels (a stage is written when its level >= DUMP_GRAPH_LEVEL):
+
+    level 1  InferShapes, FoldConstants, AssignLogicStream, StreamPolicy, RenumberStreams
+             (after the compiler pass of that name; the DumpInstrument asks for them)
+    level 2  RunCustomPass_BeforeAssignLogicStream<Pass>, RunCustomPass_AfterAssignLogicStream<Pass>
+             (around each custom stream pass, once per graph the pass is run for)
+    level 3  PreRunAfterBuild: the built graph with its Send/Recv nodes and event ids, last
+
+DUMP_GRAPH_LEVEL given as text writes the stages whose name contains it (`A|B`: either).
+"""
 from __future__ import annotations
+
+import itertools
+import logging
+import os
+import re
+import threading
+from typing import Mapping
+
+from ..errors import DumpError
+from ..ir.graph import Graph
+from .config import MODE_NAMES, DumpConfig, config_from_env
+from .convert import finish, graph_model, parse_text, to_text
+
+log = logging.getLogger(__name__)
+
+BUILT_STAGE = "PreRunAfterBuild"
+BUILT_LEVEL = 3
+CUSTOM_LEVEL = 2
+DETAIL_LEVEL = 1
+
+_seq = itertools.count()
+_seq_lock = threading.Lock()
+
+
+def _next_seq() -> int:
+    with _seq_lock:
+        return next(_seq)
+
+
+def _safe(stage: str) -> str:
+    """A stage name usable in a file name (pass names come from users)."""
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", stage)[:160] or "stage"
+
+
+def dump_file_name(seq: int, graph_id: int, stage: str) -> str:
+    return f"ge_onnx_{seq:08d}_graph_{graph_id}_{_safe(stage)}.pbtxt"
 
 
 class Dumper:
-    enabled = False
+    """Writes one compile's dumps. Disabled (every method a no-op) when DUMP_GE_GRAPH is unset."""
+
+    def __init__(self, config: DumpConfig | None, graph_id: int):
+        self.config = config
+        self.graph_id = graph_id
+        self.files: list[str] = []   # paths written, in order
+
+    @property
+    def enabled(self) -> bool:
+        return self.config is not None
 
     @classmethod
-    def from_env(cls, graph_id: int) -> "Dumper":
-        return cls()
+    def from_env(cls, graph_id: int, env: Mapping[str, str] | None = None) -> "Dumper":
+        """Read the environment now; OptionError for a malformed value, DumpError for a folder
+        that cannot be written (both before any compile work)."""
+        return cls(config_from_env(env), graph_id)
 
-    def stage(self, stage: str, graph, level: int = 2) -> None:
-        pass
+    def wants(self, stage: str, level: int) -> bool:
+        return self.config is not None and self.config.wants(stage, level)
 
-    def built(self, graph, plan) -> None:
-        pass
+    def stage(self, stage: str, graph: Graph, level: int = CUSTOM_LEVEL) -> str | None:
+        """Dump `graph` as it is after `stage`; returns the file written, if any."""
+        if not self.wants(stage, level):
+            return None
+        mp = graph_model(graph, self.config.mode)
+        meta = {"pyge.graph": graph.name}
+        if graph.parent is not None:   # a custom pass run on a subgraph: say whose
+            meta["pyge.subgraph_of"] = graph.parent.name
+        return self._write(stage, mp, meta)
+
+    def built(self, graph: Graph, plan) -> str | None:
+        """Dump the built graph: operators in stream order plus the plan's Send/Recv nodes."""
+        if not self.wants(BUILT_STAGE, BUILT_LEVEL):
+            return None
+        from .built import add_event_opset, built_node_list, replace_nodes
+        mp = graph_model(graph, self.config.mode)
+        replace_nodes(mp.graph, built_node_list(graph, plan, mp.graph))
+        add_event_opset(mp)
+        mp.graph.doc_string = plan.format()
+        meta = {"pyge.num_streams": str(plan.num_streams), "pyge.num_events": str(len(plan.events)),
+                "pyge.num_physical_events": str(plan.num_physical_events)}
+        return self._write(BUILT_STAGE, mp, meta)
+
+    def _write(self, stage: str, mp, meta: dict[str, str]) -> str:
+        meta = dict(meta, **{"pyge.stage": stage, "pyge.graph_id": str(self.graph_id),
+                             "pyge.dump_mode": MODE_NAMES[self.config.mode]})
+        text = to_text(finish(mp, self.config.mode, meta))
+        path = os.path.join(self.config.folder, dump_file_name(_next_seq(), self.graph_id, stage))
+        try:
+            with open(path, "w", encoding="ascii", errors="backslashreplace") as f:
+                f.write(text)
+        except OSError as err:
+            raise DumpError(f"cannot write graph dump {path!r}: {err.strerror or err}") from err
+        self.files.append(path)
+        log.info("dumped graph %s stage %s to %s", self.graph_id, stage, path)
+        return path
+
+    def __repr__(self) -> str:
+        if self.config is None:
+            return "<Dumper disabled>"
+        c = self.config
+        what = f"level {c.level}" if c.level is not None else f"stages matching {'|'.join(c.patterns)}"
+        return f"<Dumper graph {self.graph_id}: {MODE_NAMES[c.mode]}, {what}, in {c.folder}>"
+
+
+def load_dump(path: str):
+    """Read a dump back as an onnx.ModelProto."""
+    with open(path, encoding="ascii") as f:
+        return parse_text(f.read())
+
+
+__all__ = ["Dumper", "DumpConfig", "BUILT_STAGE", "dump_file_name", "load_dump", "config_from_env"]

@@ -1,0 +1,155 @@
+"""Summary figures of a profile, and the critical path through the measured graph.
+
+    wall         median over runs of the operators' span (first start to last end)
+    serial       median over runs of the sum of operator durations: the time one stream would need
+    concurrency  serial / wall, what the streams achieved
+    overlap      median over runs of the time during which two or more operators ran at once
+    critical     the longest path through the dataflow graph (data and control edges), each node
+                 weighted by its median measured duration: no schedule can beat it
+    bound        serial / critical, the most concurrency the graph allows with these op times
+    schedule     the longest path when each stream's own order is added as edges: what this
+                 plan's stream assignment allows with no overhead at all
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .records import OpRecord, median
+
+
+def node_preds(plan, with_streams: bool = False) -> list[list[int]]:
+    """Per plan node, the nodes it depends on: producers of its inputs and its control preds;
+    with `with_streams`, also the previous launch on its stream."""
+    producer = [v.producer for v in plan.values]
+    preds: list[list[int]] = []
+    for pn in plan.nodes:
+        ps = {producer[vi] for vi in pn.inputs if vi >= 0 and producer[vi] >= 0}
+        ps.update(pn.control_preds)
+        ps.discard(pn.index)
+        preds.append(sorted(ps))
+    if with_streams:
+        from ..plan.plan import LAUNCH
+        for steps in plan.streams:
+            prev = -1
+            for st in steps:
+                if st.kind == LAUNCH:
+                    if prev >= 0 and prev not in preds[st.arg]:
+                        preds[st.arg].append(prev)
+                    prev = st.arg
+    return preds
+
+
+def longest_path(preds: list[list[int]], weight: list[float]) -> tuple[float, list[int]]:
+    """Heaviest path in a DAG given per node predecessor lists (Kahn order, so any numbering
+    works). Returns (length, node indices along the path)."""
+    n = len(preds)
+    succs: list[list[int]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for v, ps in enumerate(preds):
+        for p in ps:
+            succs[p].append(v)
+            indeg[v] += 1
+    best = [0.0] * n
+    via = [-1] * n
+    ready = [v for v in range(n) if indeg[v] == 0]
+    while ready:
+        v = ready.pop()
+        best[v] += weight[v]
+        for s in succs[v]:
+            if best[v] > best[s]:
+                best[s], via[s] = best[v], v
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    if not n:
+        return 0.0, []
+    end = max(range(n), key=best.__getitem__)
+    path = [end]
+    while via[path[-1]] >= 0:
+        path.append(via[path[-1]])
+    return best[end], path[::-1]
+
+
+def node_medians(records: list[OpRecord], num_nodes: int) -> list[float]:
+    per: dict[int, list[float]] = defaultdict(list)
+    for r in records:
+        if r.node >= 0:
+            per[r.node].append(r.duration)
+    return [median(per.get(i, [])) for i in range(num_nodes)]
+
+
+def _per_run(records: list[OpRecord]) -> dict[int, list[OpRecord]]:
+    runs: dict[int, list[OpRecord]] = defaultdict(list)
+    for r in records:
+        runs[r.run].append(r)
+    return runs
+
+
+def busy_overlap(recs: list[OpRecord]) -> float:
+    """Time during which at least two operators ran at once (sweep over interval ends)."""
+    edges = sorted([(r.start, 1) for r in recs] + [(r.end, -1) for r in recs], key=lambda e: (e[0], e[1]))
+    total, active, last = 0.0, 0, 0.0
+    for t, d in edges:
+        if active >= 2:
+            total += t - last
+        active, last = active + d, t
+    return total
+
+
+def compute_summary(profile) -> dict:
+    runs = _per_run(profile.records)
+    spans = [max(r.end for r in rs) - min(r.start for r in rs) for rs in runs.values()]
+    serials = [sum(r.duration for r in rs) for rs in runs.values()]
+    wall, serial = median(spans), median(serials)
+    streams = []
+    for s in range(profile.num_streams):
+        busy = [sum(r.duration for r in rs if r.stream == s) for rs in runs.values()]
+        count = sum(1 for r in profile.records if r.stream == s) // max(len(runs), 1)
+        b = median(busy)
+        streams.append({"stream": s, "ops": count, "busy_s": b,
+                        "utilisation": b / wall if wall > 0 else 0.0})
+    out = {"graph": profile.graph_name, "device": profile.device, "mode": profile.mode,
+           "runs": len(runs), "num_streams": profile.num_streams,
+           "num_ops": len(profile.records) // max(len(runs), 1),
+           "wall_s": wall, "run_wall_s": median([r.duration for r in profile.runs]),
+           "serial_s": serial, "concurrency": serial / wall if wall > 0 else 0.0,
+           "overlap_s": median([busy_overlap(rs) for rs in runs.values()]),
+           "streams": streams, "stream_busy_s": {d["stream"]: d["busy_s"] for d in streams}}
+    out.update(_bounds(profile, serial))
+    return Summary(out)
+
+
+def _bounds(profile, serial: float) -> dict:
+    plan = profile.plan
+    if plan is None or not any(r.node >= 0 for r in profile.records):
+        return {"critical_path_s": None, "bound": None, "schedule_s": None, "critical_path": []}
+    w = node_medians(profile.records, len(plan.nodes))
+    cp, path = longest_path(node_preds(plan), w)
+    sched, _ = longest_path(node_preds(plan, with_streams=True), w)
+    return {"critical_path_s": cp, "bound": serial / cp if cp > 0 else None, "schedule_s": sched,
+            "critical_path": [plan.nodes[i].name for i in path]}
+
+
+def _ms(x) -> str:
+    return "n/a" if x is None else f"{x * 1e3:.3f} ms"
+
+
+class Summary(dict):
+    """The summary figures as a dict; str() gives the text a person reads."""
+
+    def __str__(self) -> str:
+        d = self
+        lines = [f"profile of {d['graph']!r} on {d['device']} ({d['mode']}): {d['runs']} run(s), "
+                 f"{d['num_streams']} stream(s), {d['num_ops']} op(s) per run",
+                 f"  wall (op span, median)     {_ms(d['wall_s'])}   (run() call {_ms(d['run_wall_s'])})",
+                 f"  serial sum of op times     {_ms(d['serial_s'])}",
+                 f"  achieved concurrency       {d['concurrency']:.2f}x",
+                 f"  time with >= 2 ops running {_ms(d['overlap_s'])}"]
+        if d.get("critical_path_s") is not None:
+            bound = f"{d['bound']:.2f}x" if d["bound"] is not None else "n/a"
+            lines.append(f"  critical path              {_ms(d['critical_path_s'])}  -> bound {bound}")
+            lines.append(f"  this plan's schedule       {_ms(d['schedule_s'])}  (stream order + deps, no overhead)")
+        for s in d["streams"]:
+            lines.append(f"  stream {s['stream']:<3} busy {_ms(s['busy_s']):>12}  "
+                         f"{100 * s['utilisation']:5.1f}% of wall, {s['ops']} op(s)")
+        return "\n".join(lines)
