@@ -124,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=epilog, formatter_class=fmt,
                        description="Compile (or load) MODEL and show what the stream passes decided.")
     _add_model_args(p, optional=True)
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables (same as --format json)")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     p.add_argument("--plan", action="store_true", help="also print each stream's steps (launch, record, wait)")
     _add_common(p)
     p.set_defaults(func="cmd_streams")

@@ -122,7 +122,7 @@ def _save_outputs(folder: Path, outputs: dict) -> None:
 def cmd_streams(args: argparse.Namespace) -> int:
     from .profiling.report import streams_json, streams_table
     loaded = obtain_model(args)
-    if args.json:
+    if args.json or getattr(args, "format", "table") == "json":
         print(json.dumps(streams_json(loaded.model), indent=2))
         return 0
     print(key_values(_model_facts(loaded)))
