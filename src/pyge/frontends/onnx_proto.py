@@ -303,8 +303,8 @@ def graph_to_proto(g: Graph, weights: bool = True, node_hook=None,
                    extra_nodes: list[onnx.NodeProto] | None = None) -> onnx.GraphProto:
     """Convert a graph; `node_hook(node) -> dict` adds attributes (e.g. `_stream_id`)."""
     nodes = [node_to_proto(n, weights, node_hook(n) if node_hook else None) for n in g.nodes]
-    if extra_nodes:
-        nodes = extra_nodes if extra_nodes is not None else nodes
+    if extra_nodes is not None:
+        nodes = extra_nodes  # the caller supplies the whole node list (e.g. the built graph)
     inits = [_tensor_proto(name, v.const, weights) for name, v in g.initializers.items()]
     vinfo = []
     for n in g.nodes:
