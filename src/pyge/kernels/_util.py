@@ -11,7 +11,6 @@ import numpy as np
 import torch
 
 from ..errors import ExecutionError, GraphError
-from .runtime import NP_TO_TORCH
 
 # ONNX TensorProto.DataType -> torch dtype (None: a string tensor, kept in numpy).
 ONNX_TO_TORCH: dict[int, Any] = {
@@ -41,11 +40,6 @@ def onnx_dtype(ctx, code: int):
     if code not in ONNX_TO_TORCH:
         raise node_error(ctx, f"unsupported element type {code}")
     return ONNX_TO_TORCH[code]
-
-
-def torch_dtype_of(np_dtype: Any):
-    """numpy dtype (or its name) -> torch dtype; None for strings/unknown."""
-    return NP_TO_TORCH.get(str(np.dtype(np_dtype)) if not isinstance(np_dtype, str) else np_dtype)
 
 
 def const_tensor(arr: Any, device: Any) -> Any:
@@ -95,7 +89,9 @@ def int_input(ctx, i: int, attr: str | None = None, attr_until: int = 0
     dynamic True = read input i at run time."""
     if attr is not None and ctx.opset <= attr_until:
         v = ctx.attr(attr)
-        return (list(v) if v is not None else None), False
+        if v is None:
+            return None, False
+        return ([int(v)] if isinstance(v, (int, float)) else [int(e) for e in v]), False
     if not ctx.has_input(i):
         return None, False
     c = ctx.const_input(i)
@@ -121,6 +117,19 @@ def like(ref: Any, arr: np.ndarray) -> Any:
         return arr
     dev = ref.device if isinstance(ref, torch.Tensor) else "cpu"
     return const_tensor(arr, dev)
+
+
+_HOST_ONLY = (torch.uint16, torch.uint32, torch.uint64)
+
+
+def with_np_fallback(tfn: Callable, nfn: Callable) -> Callable:
+    """A binary torch op that falls back to numpy for the unsigned types torch's CPU
+    kernels lack (uint16/32/64 support comparisons and arithmetic only partially)."""
+    def fn(a, b):
+        if a.dtype in _HOST_ONLY:
+            return like(a, np.asarray(nfn(np_of(a), np_of(b))))
+        return tfn(a, b)
+    return fn
 
 
 def unary(fn: Callable) -> Callable[[Any], Callable[[list], list]]:

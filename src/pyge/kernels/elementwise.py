@@ -3,12 +3,12 @@ the variadic Min/Max/Sum/Mean. Broadcasting is numpy's (torch's own)."""
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 import torch
 
-from ._util import FLOAT_TYPES, STRING, is_str, like, node_error, np_of, onnx_dtype, unary
+from ._util import (FLOAT_TYPES, STRING, is_str, node_error, np_of, onnx_dtype, scalar, unary,
+                    with_np_fallback)
 from .registry import register
 
 # ---------------------------------------------------------------------------------------
@@ -51,10 +51,11 @@ def _pow(a, b):
     return out if out.dtype == a.dtype else out.to(a.dtype)
 
 
-register("Add")(_binary(torch.add))
-register("Sub")(_binary(torch.sub))
-register("Mul")(_binary(torch.mul))
-register("Div")(_binary(_div))
+register("Add")(_binary(with_np_fallback(torch.add, np.add)))
+register("Sub")(_binary(with_np_fallback(torch.sub, np.subtract)))
+register("Mul")(_binary(with_np_fallback(torch.mul, np.multiply)))
+# numpy's floor division equals truncation for the unsigned types it is used for.
+register("Div")(_binary(with_np_fallback(_div, np.floor_divide)))
 register("Pow")(_binary(_pow))
 
 
@@ -62,36 +63,28 @@ register("Pow")(_binary(_pow))
 def mod(ctx):
     if ctx.attr("fmod", 0):
         # fmod: the result takes the dividend's sign (C fmod).
-        return lambda xs: [torch.fmod(xs[0], xs[1])]
-    # Integer mod: the result takes the divisor's sign (Python %).
-    return lambda xs: [torch.remainder(xs[0], xs[1])]
-
-
-_NP_ONLY_SHIFT = (torch.uint16, torch.uint32, torch.uint64)
+        f = with_np_fallback(torch.fmod, np.fmod)
+    else:
+        # Integer mod: the result takes the divisor's sign (Python %).
+        f = with_np_fallback(torch.remainder, np.mod)
+    return lambda xs: [f(xs[0], xs[1])]
 
 
 @register("BitShift", since=11)
 def bit_shift(ctx):
-    left = ctx.attr("direction", "") == "LEFT"
-    tfn = torch.bitwise_left_shift if left else torch.bitwise_right_shift
-    nfn = np.left_shift if left else np.right_shift
-
-    def fn(xs):
-        a, b = xs
-        if a.dtype in _NP_ONLY_SHIFT:  # torch lacks shifts for these unsigned types
-            return [like(a, nfn(np_of(a), np_of(b)))]
-        return [tfn(a, b)]
-    return fn
+    direction = ctx.attr("direction", "")
+    if direction not in ("LEFT", "RIGHT"):
+        raise node_error(ctx, f"direction={direction!r} is not one of LEFT, RIGHT")
+    f = with_np_fallback(torch.bitwise_left_shift, np.left_shift) if direction == "LEFT" else \
+        with_np_fallback(torch.bitwise_right_shift, np.right_shift)
+    return lambda xs: [f(xs[0], xs[1])]
 
 
-def _bitwise(tfn):
-    return lambda ctx: (lambda xs: [tfn(xs[0], xs[1])])
-
-
-register("BitwiseAnd", since=18)(_bitwise(torch.bitwise_and))
-register("BitwiseOr", since=18)(_bitwise(torch.bitwise_or))
-register("BitwiseXor", since=18)(_bitwise(torch.bitwise_xor))
-register("BitwiseNot", since=18)(unary(torch.bitwise_not))
+register("BitwiseAnd", since=18)(_binary(with_np_fallback(torch.bitwise_and, np.bitwise_and)))
+register("BitwiseOr", since=18)(_binary(with_np_fallback(torch.bitwise_or, np.bitwise_or)))
+register("BitwiseXor", since=18)(_binary(with_np_fallback(torch.bitwise_xor, np.bitwise_xor)))
+_bnot = with_np_fallback(lambda a, _: torch.bitwise_not(a), lambda a, _: np.invert(a))
+register("BitwiseNot", since=18)(unary(lambda x: _bnot(x, x)))
 
 # ---------------------------------------------------------------------------------------
 # comparison and logic
@@ -102,7 +95,7 @@ def _compare(tfn, nfn):
         if is_str(a) or is_str(b):  # string tensors compare on the host
             return torch.from_numpy(np.asarray(nfn(np_of(a), np_of(b)), dtype=bool))
         return tfn(a, b)
-    return _binary(fn)
+    return _binary(with_np_fallback(fn, nfn))
 
 
 register("Equal")(_compare(torch.eq, np.equal))
@@ -151,17 +144,13 @@ def _to_string(x) -> np.ndarray:
     a = np_of(x)
     if a.dtype == object:
         return a
+    # numpy's shortest round-trip text for the element type (float32 0.1 -> "0.1"), with
+    # ONNX's spelling of the special values.
+    out = a.astype(str).astype(object)
     if a.dtype.kind == "f":
-        # Shortest round-trip repr, with ONNX's spelling of the specials.
-        def fmt(v):
-            if math.isnan(v):
-                return "NaN"
-            if math.isinf(v):
-                return "INF" if v > 0 else "-INF"
-            return np.format_float_positional(v, trim="-") if abs(v) < 1e16 and (v == 0 or abs(v) >= 1e-4) \
-                else repr(v)
-        return np.vectorize(lambda v: fmt(v.item()), otypes=[object])(a) if a.size else a.astype(object)
-    return a.astype(str).astype(object)
+        special = {"nan": "NaN", "inf": "INF", "-inf": "-INF"}
+        out = np.array([special.get(v, v) for v in out.reshape(-1)], dtype=object).reshape(a.shape)
+    return out
 
 
 def _from_string(a: np.ndarray, dtype) -> torch.Tensor:
@@ -230,7 +219,6 @@ def clip_attr(ctx):
 
 @register("Clip", since=11)
 def clip(ctx):
-    from ._util import scalar
     bounds = []
     for i in (1, 2):
         c = ctx.const_input(i)
@@ -259,7 +247,7 @@ def _variadic(step, finish=None):
     return factory
 
 
-register("Max")(_variadic(torch.maximum))
-register("Min")(_variadic(torch.minimum))
-register("Sum")(_variadic(torch.add))
+register("Max")(_variadic(with_np_fallback(torch.maximum, np.maximum)))
+register("Min")(_variadic(with_np_fallback(torch.minimum, np.minimum)))
+register("Sum")(_variadic(with_np_fallback(torch.add, np.add)))
 register("Mean")(_variadic(torch.add, lambda s, n: s / n if s.dtype in FLOAT_TYPES else s // n))

@@ -48,7 +48,7 @@ def selu(ctx):
 @register("ThresholdedRelu", since=10)
 def thresholded_relu(ctx):
     alpha = ctx.attr("alpha", 1.0)
-    return lambda xs: [torch.where(xs[0] > alpha, xs[0], torch.zeros((), dtype=xs[0].dtype))]
+    return lambda xs: [torch.where(xs[0] > alpha, xs[0], 0.0)]
 
 
 @register("HardSigmoid")

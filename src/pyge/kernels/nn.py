@@ -1,0 +1,235 @@
+"""Neural-network kernels: Softmax family, MatMul, Gemm, normalisations, LRN, Dropout and
+the global pools. Convolutions are in nn_conv.py, windowed pools in nn_pool.py."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ._util import FLOAT_TYPES, node_error, norm_axis, scalar
+from .registry import register
+
+# ---------------------------------------------------------------------------------------
+# Softmax / LogSoftmax / Hardmax
+
+
+def _softmax_family(op):
+    def factory(ctx):
+        if ctx.opset >= 13:
+            axis = ctx.attr("axis", -1)
+            return lambda xs: [op(xs[0], axis)]
+        # Opset < 13: coerce to 2-D at `axis` (default 1) and normalise each row.
+        axis = ctx.attr("axis", 1)
+
+        def fn(xs):
+            x = xs[0]
+            ax = norm_axis(axis, x.ndim) if x.ndim else 0
+            if ax >= x.ndim - 1:  # rows are the last axis already: no reshape needed
+                return [op(x, -1)]
+            rows = x.reshape(math.prod(x.shape[:ax]), -1)
+            return [op(rows, 1).reshape(x.shape)]
+        return fn
+    return factory
+
+
+def _hardmax(x, axis):
+    ax = norm_axis(axis, x.ndim)
+    idx = torch.argmax(x, ax, keepdim=True)  # first index among ties
+    return torch.zeros_like(x).scatter_(ax, idx, 1)
+
+
+register("Softmax")(_softmax_family(torch.softmax))
+register("LogSoftmax")(_softmax_family(torch.log_softmax))
+register("Hardmax")(_softmax_family(_hardmax))
+
+# ---------------------------------------------------------------------------------------
+# MatMul / Gemm
+
+
+@register("MatMul")
+def matmul(ctx):
+    return lambda xs: [torch.matmul(xs[0], xs[1])]
+
+
+@register("Gemm")
+def gemm(ctx):
+    alpha, beta = ctx.attr("alpha", 1.0), ctx.attr("beta", 1.0)
+    ta, tb = ctx.attr("transA", 0), ctx.attr("transB", 0)
+    has_c = ctx.has_input(2) and beta != 0.0
+
+    def fn(xs):
+        a, b = xs[0], xs[1]
+        a = a.T if ta else a
+        b = b.T if tb else b
+        if has_c and xs[2] is not None:
+            if a.dtype in FLOAT_TYPES:
+                # One fused BLAS call; addmm broadcasts C to (M, N).
+                return [torch.addmm(xs[2], a, b, beta=beta, alpha=alpha)]
+            return [(a @ b) * alpha + xs[2] * beta if (alpha, beta) != (1, 1) else a @ b + xs[2]]
+        out = torch.mm(a, b) if a.dtype in FLOAT_TYPES else a @ b
+        return [out * alpha if alpha != 1.0 else out]
+    return fn
+
+
+# ---------------------------------------------------------------------------------------
+# Normalisations
+
+
+@register("BatchNormalization")
+def batch_norm(ctx):
+    eps = ctx.attr("epsilon", 1e-5)
+    momentum = ctx.attr("momentum", 0.9)
+    training = ctx.opset >= 14 and ctx.attr("training_mode", 0)
+    spatial = ctx.attr("spatial", 1) if ctx.opset < 9 else 1
+    n_out = ctx.num_outputs
+
+    def params(x, xs):
+        return [p if p.dtype == x.dtype else p.to(x.dtype) for p in xs[1:5]]
+
+    if training:
+        def fn_train(xs):
+            x = xs[0]
+            scale, bias, mean, var = params(x, xs)
+            dims = [0] + list(range(2, x.ndim))
+            bmean = x.mean(dims)
+            bvar = x.var(dims, unbiased=False)
+            shape = (1, -1) + (1,) * (x.ndim - 2)
+            y = (x - bmean.reshape(shape)) / torch.sqrt(bvar.reshape(shape) + eps) \
+                * scale.reshape(shape) + bias.reshape(shape)
+            rm = mean * momentum + bmean * (1 - momentum)
+            rv = var * momentum + bvar * (1 - momentum)
+            return [y, rm, rv][:n_out]
+        return fn_train
+
+    def fn(xs):
+        x = xs[0]
+        scale, bias, mean, var = params(x, xs)
+        if spatial or scale.ndim == 1:
+            y = F.batch_norm(x, mean, var, scale, bias, False, 0.0, eps)
+        else:
+            # spatial=0 (opset < 9): statistics per activation, broadcast over the batch.
+            y = (x - mean) / torch.sqrt(var + eps) * scale + bias
+        # Inference mode: optional statistics outputs echo the running ones.
+        return [y, xs[3], xs[4], xs[3], xs[4]][:n_out]
+    return fn
+
+
+@register("InstanceNormalization", since=6)
+def instance_norm(ctx):
+    eps = ctx.attr("epsilon", 1e-5)
+    return lambda xs: [F.instance_norm(xs[0], weight=xs[1], bias=xs[2], eps=eps)]
+
+
+@register("LayerNormalization", since=17)
+def layer_norm(ctx):
+    axis = ctx.attr("axis", -1)
+    eps = ctx.attr("epsilon", 1e-5)
+    stash = ctx.attr("stash_type", 1)
+    n_out = ctx.num_outputs
+
+    def fn(xs):
+        x, scale = xs[0], xs[1]
+        bias = xs[2] if len(xs) > 2 else None
+        ax = norm_axis(axis, x.ndim)
+        nshape = tuple(x.shape[ax:])
+        plain = tuple(scale.shape) == nshape and (bias is None or tuple(bias.shape) == nshape)
+        if n_out == 1 and plain:
+            return [F.layer_norm(x, nshape, scale, bias, eps)]
+        # Statistics requested (or broadcasting params): compute them explicitly.
+        xf = x.float() if stash == 1 and x.dtype in (torch.float16, torch.bfloat16) else x
+        dims = tuple(range(ax, x.ndim))
+        mean = xf.mean(dims, keepdim=True)
+        inv = torch.rsqrt(xf.var(dims, unbiased=False, keepdim=True) + eps)
+        y = ((xf - mean) * inv).to(x.dtype) * scale
+        if bias is not None:
+            y = y + bias
+        return [y, mean, inv][:n_out]
+    return fn
+
+
+@register("LRN")
+def lrn(ctx):
+    size = ctx.attr("size")
+    if not size:
+        raise node_error(ctx, "attribute 'size' is required")
+    alpha, beta, bias = ctx.attr("alpha", 1e-4), ctx.attr("beta", 0.75), ctx.attr("bias", 1.0)
+    # ONNX sums the squares of channels c - floor((size-1)/2) .. c + ceil((size-1)/2).
+    # Summing shifted channel slices (size adds) is much faster on the CPU than torch's
+    # local_response_norm (an avg_pool3d), and exact for even sizes too.
+    offsets = [d for d in range(-((size - 1) // 2), size - (size - 1) // 2) if d != 0]
+
+    def fn(xs):
+        x = xs[0]
+        c = x.shape[1]
+        sq = x * x
+        acc = sq.clone()
+        for d in offsets:
+            if abs(d) >= c:
+                continue
+            if d > 0:  # channel i also sums channel i + d
+                acc[:, :c - d] += sq[:, d:]
+            else:
+                acc[:, -d:] += sq[:, :c + d]
+        return [x / acc.mul_(alpha / size).add_(bias).pow_(beta)]
+    return fn
+
+
+@register("Dropout")
+def dropout(ctx):
+    n_out = ctx.num_outputs
+    # The mask is bool from opset 10, the data's type before.
+    bool_mask = ctx.opset >= 10
+    ratio_attr = ctx.attr("ratio", 0.5)
+    train_attr = ctx.opset < 7 and not ctx.attr("is_test", 0)
+    inputs_form = ctx.opset >= 12  # ratio and training_mode became inputs
+
+    def fn(xs):
+        x = xs[0]
+        training = train_attr
+        ratio = ratio_attr
+        if inputs_form:
+            ratio = scalar(xs[1]) if len(xs) > 1 and xs[1] is not None else 0.5
+            training = len(xs) > 2 and xs[2] is not None and bool(scalar(xs[2]))
+        if not training or ratio == 0:
+            if n_out == 1:
+                return [x]
+            mask = torch.ones(x.shape, dtype=torch.bool if bool_mask else x.dtype, device=x.device)
+            return [x, mask]
+        keep = torch.rand(x.shape, device=x.device) >= ratio
+        y = x * keep / (1.0 - ratio)
+        return [y, keep if bool_mask else keep.to(x.dtype)][:n_out]
+    return fn
+
+
+# ---------------------------------------------------------------------------------------
+# Global pools
+
+
+@register("GlobalAveragePool")
+def global_avg_pool(ctx):
+    def fn(xs):
+        # Channels-last input (from the CPU convolutions) is reduced in NCHW order: the
+        # channels-last kernel sums vector lanes and the tail in different orders, so
+        # identical channels would not give bit-identical means.
+        x = xs[0].contiguous()
+        if x.ndim == 4:
+            return [F.adaptive_avg_pool2d(x, 1)]
+        return [x.mean(tuple(range(2, x.ndim)), keepdim=True)]
+    return fn
+
+
+@register("GlobalMaxPool")
+def global_max_pool(ctx):
+    return lambda xs: [torch.amax(xs[0], tuple(range(2, xs[0].ndim)), keepdim=True)]
+
+
+@register("GlobalLpPool", since=2)
+def global_lp_pool(ctx):
+    p = ctx.attr("p", 2)
+
+    def fn(xs):
+        x = xs[0]
+        dims = tuple(range(2, x.ndim))
+        return [torch.sum(torch.abs(x) ** p, dims, keepdim=True) ** (1.0 / p)]
+    return fn

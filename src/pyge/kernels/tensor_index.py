@@ -1,0 +1,177 @@
+"""Index-based kernels: GatherElements, GatherND, ScatterElements/Scatter, ScatterND,
+OneHot, NonZero, TopK, Compress, ReverseSequence."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._util import int_input, ints, node_error, norm_axis, scalar
+from .registry import register
+
+
+def _wrap(idx, dim):
+    """Negative indices count from the end of a dimension of size `dim` (tensor or int)."""
+    idx = idx.long() if idx.dtype != torch.int64 else idx
+    return torch.where(idx < 0, idx + dim, idx)
+
+
+@register("GatherElements", since=11)
+def gather_elements(ctx):
+    axis = ctx.attr("axis", 0)
+
+    def fn(xs):
+        x, idx = xs
+        ax = norm_axis(axis, x.ndim)
+        return [torch.gather(x, ax, _wrap(idx, x.shape[ax]))]
+    return fn
+
+
+@register("GatherND", since=11)
+def gather_nd(ctx):
+    b = ctx.attr("batch_dims", 0)
+
+    def fn(xs):
+        x, idx = xs
+        k = idx.shape[-1]
+        bshape, ishape = tuple(x.shape[:b]), tuple(idx.shape[b:-1])
+        nb = math.prod(bshape)
+        data = x.reshape((nb,) + tuple(x.shape[b:]))
+        dims = torch.tensor(x.shape[b:b + k], dtype=torch.int64, device=x.device)
+        ix = _wrap(idx.reshape(nb, -1, k), dims)
+        # Index (batch, i0, ..., ik-1) at once with advanced indexing.
+        bidx = torch.arange(nb, device=x.device).reshape(nb, 1).expand(nb, ix.shape[1])
+        out = data[(bidx,) + tuple(ix[..., j] for j in range(k))]
+        return [out.reshape(bshape + ishape + tuple(x.shape[b + k:]))]
+    return fn
+
+
+_REDUCE = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
+
+
+def _reduction(ctx):
+    r = ctx.attr("reduction", "none")
+    if r != "none" and r not in _REDUCE:
+        raise node_error(ctx, f"reduction={r!r} is not one of none, add, mul, max, min")
+    return r
+
+
+def _scatter_elements_factory(ctx):
+    axis = ctx.attr("axis", 0)
+    red = _reduction(ctx)
+
+    def fn(xs):
+        x, idx, upd = xs
+        ax = norm_axis(axis, x.ndim)
+        ix = _wrap(idx, x.shape[ax])
+        if red == "none":
+            return [x.scatter(ax, ix, upd)]
+        return [x.scatter_reduce(ax, ix, upd, _REDUCE[red], include_self=True)]
+    return fn
+
+
+register("ScatterElements", since=11)(_scatter_elements_factory)
+register("Scatter", since=9, until=10)(_scatter_elements_factory)
+
+
+@register("ScatterND", since=11)
+def scatter_nd(ctx):
+    red = _reduction(ctx)
+
+    def fn(xs):
+        x, idx, upd = xs
+        k = idx.shape[-1]
+        lead, rest = tuple(x.shape[:k]), tuple(x.shape[k:])
+        # Linearise the first k dimensions, then scatter rows of the flattened view.
+        dims = torch.tensor(lead, dtype=torch.int64, device=x.device)
+        ix = _wrap(idx.reshape(-1, k), dims)
+        strides = torch.tensor([math.prod(lead[j + 1:]) for j in range(k)], dtype=torch.int64,
+                               device=x.device)
+        lin = (ix * strides).sum(-1)
+        flat = x.reshape((math.prod(lead),) + rest).clone()
+        u = upd.reshape((lin.shape[0],) + rest)
+        if red == "none":
+            flat.index_copy_(0, lin, u)
+        elif red == "add":
+            flat.index_add_(0, lin, u)
+        else:
+            flat.index_reduce_(0, lin, u, {"mul": "prod", "max": "amax", "min": "amin"}[red])
+        return [flat.reshape(x.shape)]
+    return fn
+
+
+@register("OneHot", since=9)
+def one_hot(ctx):
+    axis = ctx.attr("axis", -1)
+
+    def fn(xs):
+        idx, depth, values = xs
+        d = int(scalar(depth))
+        ax = norm_axis(axis, idx.ndim + 1)
+        ix = idx.long() if idx.is_floating_point() or idx.dtype != torch.int64 else idx
+        ix = torch.where(ix < 0, ix + d, ix)
+        shape = [1] * (idx.ndim + 1)
+        shape[ax] = d
+        hot = ix.unsqueeze(ax) == torch.arange(d, device=idx.device).reshape(shape)
+        return [torch.where(hot, values[1], values[0])]
+    return fn
+
+
+@register("NonZero", since=9)
+def nonzero(ctx):
+    return lambda xs: [torch.nonzero(xs[0]).T]
+
+
+@register("TopK")
+def top_k(ctx):
+    axis = ctx.attr("axis", -1)
+    largest = bool(ctx.attr("largest", 1))
+    k, dyn = int_input(ctx, 1, "k", 9)
+
+    def fn(xs):
+        x = xs[0]
+        kk = ints(xs[1])[0] if dyn else k[0]
+        ax = norm_axis(axis, x.ndim)
+        if kk == 1:
+            fn_ = torch.max if largest else torch.min  # first index among ties, as ONNX
+            v, i = fn_(x, ax, keepdim=True)
+            return [v, i]
+        # A stable sort keeps the lower index first among equal values (ONNX's rule;
+        # torch.topk does not promise it).
+        v, i = torch.sort(x, dim=ax, descending=largest, stable=True)
+        return [v.narrow(ax, 0, kk), i.narrow(ax, 0, kk)]
+    return fn
+
+
+@register("Compress", since=9)
+def compress(ctx):
+    axis = ctx.attr("axis")
+
+    def fn(xs):
+        x, cond = xs
+        sel = torch.nonzero(cond.reshape(-1)).reshape(-1)
+        if axis is None:
+            flat = x.reshape(-1)
+            return [flat.index_select(0, sel[sel < flat.shape[0]])]
+        ax = norm_axis(axis, x.ndim)
+        return [x.index_select(ax, sel[sel < x.shape[ax]])]
+    return fn
+
+
+@register("ReverseSequence", since=10)
+def reverse_sequence(ctx):
+    batch_axis, time_axis = ctx.attr("batch_axis", 1), ctx.attr("time_axis", 0)
+
+    def fn(xs):
+        x, lens = xs
+        t_len, b_len = x.shape[time_axis], x.shape[batch_axis]
+        t = torch.arange(t_len, device=x.device).reshape(t_len, 1)
+        n = lens.reshape(1, b_len).long()
+        # Position t of batch b reads len_b - 1 - t inside the sequence, t after it.
+        src = torch.where(t < n, n - 1 - t, t)  # (time, batch)
+        if time_axis > batch_axis:
+            src = src.T
+        shape = [1] * x.ndim
+        shape[time_axis], shape[batch_axis] = t_len, b_len
+        return [torch.gather(x, time_axis, src.reshape(shape).expand(x.shape))]
+    return fn
