@@ -1,16 +1,27 @@
-"""Executors read a finished plan (and the graph, for kernels); they never call passes."""
-from __future__ import annotations
+"""Executors read a finished plan (and the graph, for kernels); they never call passes.
 
-from typing import Any
+    cpu, one stream      SequentialExecutor (no threads to hand work to)
+    cpu, several streams CpuExecutor (one worker thread per busy stream)
+    cuda                 CudaExecutor (one torch.cuda.Stream per stream, CUDA graph replay)
+"""
+from __future__ import annotations
 
 from ..errors import OptionError
 from .sequential import SequentialExecutor
 
 
+def _busy_streams(plan) -> int:
+    return sum(1 for steps in plan.streams if steps)
+
+
 def make_executor(graph, plan, device: str = "cpu", options=None):
     dev = str(device)
     if dev == "cpu":
+        if _busy_streams(plan) > 1:
+            from .cpu import CpuExecutor
+            return CpuExecutor(graph, plan, "cpu", options)
         return SequentialExecutor(graph, plan, "cpu", options)
-    if dev.startswith("cuda"):
-        raise OptionError(f"device {device!r}: the CUDA executor is not available yet")
-    raise OptionError(f"unknown device {device!r}; accepted values: cpu, cuda")
+    if dev == "cuda" or dev.startswith("cuda:"):
+        from .cuda import CudaExecutor
+        return CudaExecutor(graph, plan, dev, options)
+    raise OptionError(f"unknown device {device!r}; accepted values: cpu, cuda, cuda:N")

@@ -7,6 +7,10 @@ is given, the executor calls, on the thread that runs the stream,
     hooks.record(event_index, stream)  after a Send (record) step   [optional method]
     hooks.wait(event_index, stream)    after a Recv (wait) step completes [optional method]
 Hooks must be cheap and thread-safe; they must not raise.
+Event indices are logical (into plan.events). CPU threads: hooks run on each stream's own
+worker thread. CUDA: a run with hooks is always eager (a graph replay has no per-op host
+calls); hooks run on the one issuing thread with the logical stream's torch.cuda.Stream
+current, so `torch.cuda.Event.record()` inside before/after lands on that stream.
 """
 from __future__ import annotations
 
@@ -15,10 +19,10 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from ..errors import InputError
+from ..errors import InputError, PlanError
 from ..ir.graph import Graph
-from ..kernels.runtime import build_kernel, describe, to_numpy, to_torch
-from ..plan.plan import Plan
+from ..kernels.runtime import build_kernel, describe, to_numpy, to_torch, torch_dtype
+from ..plan.plan import RECORD, WAIT, Plan
 
 
 def build_kernels(graph: Graph, plan: Plan, device: Any) -> list:
@@ -83,3 +87,89 @@ def constants(graph: Graph, plan: Plan, device: Any) -> dict[int, Any]:
         if v.is_const:
             out[v.index] = to_torch(graph.initializers[v.name].const, device)
     return out
+
+
+def merged_steps(plan: Plan) -> list[tuple[int, int, int]]:
+    """Every step as (stream, kind, arg), in one order valid for a single issuing thread.
+
+    Streams are simulated round-robin, each run as far as it can go, so consecutive steps
+    tend to share a stream (the CUDA executor switches streams once per run of them). A
+    WAIT always comes after its RECORD. Raises PlanError if the plan deadlocks.
+    """
+    pos = [0] * len(plan.streams)
+    recorded = [False] * len(plan.events)
+    out: list[tuple[int, int, int]] = []
+    remaining = sum(len(s) for s in plan.streams)
+    while remaining:
+        progressed = False
+        for s, steps in enumerate(plan.streams):
+            while pos[s] < len(steps):
+                st = steps[pos[s]]
+                if st.kind == WAIT and not recorded[st.arg]:
+                    break
+                if st.kind == RECORD:
+                    recorded[st.arg] = True
+                out.append((s, st.kind, st.arg))
+                pos[s] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            s = next(i for i in range(len(plan.streams)) if pos[i] < len(plan.streams[i]))
+            raise PlanError(f"plan deadlocks: stream {s} waits on "
+                            f"{plan.streams[s][pos[s]].describe(plan)}, which is never recorded")
+    return out
+
+
+def stream_tables(plan: Plan) -> tuple[list[int], list[tuple[int, ...]]]:
+    """Per node: its stream; per node: input value indices with -1 mapped to a None slot.
+
+    The None slot is index len(plan.values): executors keep one extra, always-None entry at
+    the end of their value table so the hot loop needs no `if i >= 0` test.
+    """
+    none_slot = len(plan.values)
+    ins = [tuple(i if i >= 0 else none_slot for i in n.inputs) for n in plan.nodes]
+    return [n.stream for n in plan.nodes], ins
+
+
+class Arena:
+    """One allocation holding every planned intermediate at its planned offset.
+
+    `place(vi, result)` copies a kernel's result into value vi's fixed view (on the current
+    stream) and returns the view; a result that merely *aliases* arena bytes without being
+    planned itself is cloned, since those bytes will be reused.
+    """
+
+    def __init__(self, plan: Plan, device: torch.device):
+        size = max(plan.memory.peak_bytes, 1)
+        self.tensor = torch.empty(size, dtype=torch.uint8, device=device)
+        self.ptr = self.tensor.data_ptr()
+        self.end = self.ptr + size
+        self.views: list[torch.Tensor | None] = [None] * (len(plan.values) + 1)
+        for v in plan.values:
+            if v.buffer < 0:
+                continue
+            dt = torch_dtype(v.dtype)
+            if dt is None:
+                continue
+            off = plan.memory.buffers[v.buffer].offset
+            self.views[v.index] = self.tensor[off:off + v.nbytes].view(dt).reshape(v.shape)
+
+    def aliases(self, x: Any) -> bool:
+        if isinstance(x, torch.Tensor):
+            return (x.device == self.tensor.device
+                    and self.ptr <= x.untyped_storage().data_ptr() < self.end)
+        if isinstance(x, list):
+            return any(self.aliases(e) for e in x)
+        return False
+
+    def place(self, vi: int, r: Any) -> Any:
+        """The value to keep for output vi: its arena view (holding r), or r itself."""
+        view = self.views[vi]
+        if view is not None and isinstance(r, torch.Tensor) and r.shape == view.shape \
+                and r.dtype == view.dtype:
+            if r.data_ptr() != view.data_ptr():
+                view.copy_(r)
+            return view
+        if self.aliases(r):
+            return [e.clone() for e in r] if isinstance(r, list) else r.clone()
+        return r

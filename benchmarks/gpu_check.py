@@ -1,0 +1,384 @@
+"""GPU check: multi-stream CUDA graph replay against single stream and against torch, then
+single- vs multi-stream replay latency at batch 1 and 8. One script, under 5 minutes on one
+GPU. Writes $OUT/gpu_check.json and $OUT/gpu_check.txt ($OUT defaults to ./out).
+
+    python benchmarks/gpu_check.py                       # on a GPU machine
+    python benchmarks/gpu_check.py --device cpu --quick  # the same flow on the CPU executors
+    python benchmarks/gpu_check.py --thread-policy --reps 40   # CPU intra-op thread rules
+
+Models: the ONNX light models shipped with the onnx package, and GoogLeNet / Inception v3
+with random weights exported to ONNX (opset 17) from torchvision, or from the copies in
+benchmarks/tv_nets.py where torchvision is missing (said so in the output).
+Variants: `single` (ge.enableSingleStream=true), `auto4` (ge.autoMultistreamParallelMode=
+LoadBalance:4), `branch4` (GE-like branch round-robin over 4 streams, set by hand), and on
+CUDA `branch4-arena` (the same plan with the CUDA executor's arena memory strategy).
+Latency: median of interleaved rounds (one run of every variant per round), feeds already
+on the device, outputs left there (`output_device="cuda"`).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+
+import pyge
+from pyge.ir.clone import clone_graph
+from pyge.model import CompiledModel
+from pyge.passes.event_ids import assign_event_ids
+from pyge.passes.events import insert_events
+from pyge.passes.memory import plan_memory
+from pyge.plan.build import build_plan
+
+LIGHT_DIR = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
+LIGHT = ["inception_v1", "inception_v2", "resnet50", "squeezenet", "shufflenet", "densenet121",
+         "bvlc_alexnet", "vgg19", "zfnet512"]
+QUICK = ["inception_v1", "squeezenet"]
+TV = ["googlenet", "inception_v3"]
+
+
+def say(*a) -> None:
+    print(*a, flush=True)
+
+
+# -- building models ---------------------------------------------------------------------
+
+def branch_streams(g: pyge.Graph, k: int) -> dict[str, int]:
+    """A node continues its first predecessor's stream unless a sibling took it already;
+    otherwise it opens the next stream round-robin (GE's rule, with k streams)."""
+    out, taken, nxt = {}, set(), 0
+    for n in g.topological_sort():
+        free = [p for p in n.predecessors if p.name in out and p.name not in taken]
+        if free:
+            out[n.name] = out[free[0].name]
+            taken.add(free[0].name)
+        else:
+            out[n.name] = nxt % k
+            nxt += 1
+    return out
+
+
+def replan(model: CompiledModel, streams: dict[str, int], device: str) -> CompiledModel:
+    g = clone_graph(model.graph)
+    used = {s: i for i, s in enumerate(sorted({streams.get(n.name, 0) for n in g.nodes} | {0}))}
+    for n in g.nodes:
+        n.stream_id = used[streams.get(n.name, 0)]
+    plan = build_plan(g, len(used), [], model.options.as_dict())
+    insert_events(plan)
+    assign_event_ids(plan, model.options["ge.maxEventNum"])
+    plan_memory(plan, model.options)
+    return CompiledModel(g, plan, device, model.options)
+
+
+def variants(graph: pyge.Graph, device: str) -> dict[str, CompiledModel]:
+    single = pyge.compile(graph, device, {"ge.enableSingleStream": "true"})
+    out = {"single": single}
+    try:
+        auto = pyge.compile(graph, device, {"ge.autoMultistreamParallelMode": "LoadBalance:4"})
+        if auto.num_streams > 1:
+            out["auto4"] = auto
+    except pyge.PygeError as err:
+        say(f"    auto4: not available ({err})")
+    out["branch4"] = replan(single, branch_streams(single.graph, 4), device)
+    if device.startswith("cuda"):
+        from pyge.executors.cuda import CudaExecutor
+        b = out["branch4"]
+        arena = CompiledModel(b.graph, b.plan, device, b.options)
+        arena._executor = CudaExecutor(b.graph, b.plan, device, b.options, memory="arena")
+        out["branch4-arena"] = arena
+    return out
+
+
+def light_graph(name: str, batch: int) -> pyge.Graph:
+    mp = onnx.load(str(LIGHT_DIR / f"light_{name}.onnx"))
+    if batch != 1:
+        mp.graph.input[0].type.tensor_type.shape.dim[0].dim_value = batch
+        for o in mp.graph.output:
+            if o.type.tensor_type.shape.dim:
+                o.type.tensor_type.shape.dim[0].dim_value = batch
+        del mp.graph.value_info[:]
+    return pyge.load_onnx(mp)
+
+
+def torchvision_builder():
+    """(build(name) -> (module, resolution), source label), or (None, reason)."""
+    try:
+        import torchvision.models as tvm  # noqa: F401
+        src = "torchvision"
+    except ImportError:
+        src = "benchmarks/tv_nets.py (torchvision is not installed)"
+    try:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import tv_nets
+        return tv_nets.build, src
+    except ImportError as err:
+        if src == "torchvision":
+            import torchvision.models as tvm
+
+            def build(name):
+                if name == "googlenet":
+                    return tvm.googlenet(weights=None, aux_logits=False, init_weights=False), 224
+                return tvm.inception_v3(weights=None, aux_logits=False, init_weights=False), 299
+            return build, src
+        return None, f"neither torchvision nor benchmarks/tv_nets.py can be imported ({err})"
+
+
+def export(module: torch.nn.Module, x: torch.Tensor) -> pyge.Graph:
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (x,), f, opset_version=17, dynamo=False,
+                          input_names=["input"], output_names=["output"])
+    return pyge.load_onnx(onnx.load_from_string(f.getvalue()))
+
+
+# -- checking and timing -----------------------------------------------------------------
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def make_feeds(model: CompiledModel, seed: int, device: str) -> dict:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for vi in model.plan.inputs:
+        v = model.plan.values[vi]
+        a = rng.standard_normal(v.shape).astype(v.dtype)
+        out[v.name] = torch.from_numpy(a).to(device) if device.startswith("cuda") else a
+    return out
+
+
+def runner(model: CompiledModel, feeds: dict, device: str):
+    if device.startswith("cuda"):
+        return lambda: model.run(feeds, output_device="cuda")
+    return lambda: model.run(feeds)
+
+
+def _np(x) -> np.ndarray:
+    return x.detach().float().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64)
+
+
+def rel_err(got: dict, want: dict) -> float:
+    worst = 0.0
+    for k, w in want.items():
+        a, b = _np(got[k]), _np(w)
+        worst = max(worst, float(np.abs(a - b).max() / max(float(np.abs(b).max()), 1e-12)))
+    return worst
+
+
+def timed(fns: dict, reps: int, device: str) -> dict[str, float]:
+    """Median wall time (ms) per function, rounds interleaved so drift hits all alike."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, fn in fns.items():
+            _sync(device)
+            t0 = time.perf_counter()
+            fn()
+            _sync(device)
+            times[k].append((time.perf_counter() - t0) * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def check_case(name: str, batch: int, graph: pyge.Graph, device: str, reps: int,
+               torch_ref=None) -> list[dict]:
+    """Compile every variant, check outputs, time them; one result row per variant."""
+    models = variants(graph, device)
+    feeds = make_feeds(models["single"], batch, device)
+    rows, fns = [], {}
+    first = {}
+    for label, m in models.items():
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        first[label] = m.run(feeds, output_device="cuda") if device.startswith("cuda") else m.run(feeds)
+        ex = m.executor
+        row = {"model": name, "batch": batch, "variant": label, "streams": m.num_streams,
+               "events": len(m.events), "mode": getattr(ex, "mode", type(ex).__name__),
+               "capture_error": getattr(ex, "capture_error", None),
+               "plan_peak_mb": m.memory.peak_bytes / 2**20,
+               "no_reuse_mb": m.memory.no_reuse_bytes / 2**20}
+        if device.startswith("cuda"):
+            row["first_run_peak_alloc_mb"] = (torch.cuda.max_memory_allocated() - base) / 2**20
+        rows.append(row)
+        fns[label] = runner(m, feeds, device)
+    want, ref_label, torch_fn = _reference(models["single"], feeds, torch_ref)
+    if torch_fn is not None:
+        fns["torch-eager"] = torch_fn
+    for row in rows:
+        got = first[row["variant"]]
+        row["vs_single"] = rel_err(got, first["single"])
+        row["vs_" + ref_label] = rel_err(got, want)
+        row["ok"] = row["vs_single"] <= 1e-4 and row["vs_" + ref_label] <= 2e-2
+    for fn in fns.values():       # warm-up: the first run of a graph variant captured it
+        fn()
+    med = timed(fns, reps, device)
+    for row in rows:
+        row["median_ms"] = med[row["variant"]]
+        row["speedup_vs_single"] = med["single"] / med[row["variant"]]
+    if "torch-eager" in med:
+        rows.append({"model": name, "batch": batch, "variant": "torch-eager", "median_ms": med["torch-eager"],
+                     "speedup_vs_single": med["single"] / med["torch-eager"], "ok": True})
+    return rows
+
+
+def _reference(single: CompiledModel, feeds: dict, module):
+    """What the outputs should be: the torch module's, or for the light models torch's CPU
+    kernels through pyge's one-thread reference executor. Also a torch timing function."""
+    if module is not None:
+        x = feeds["input"]
+        x = x if isinstance(x, torch.Tensor) else torch.from_numpy(x)
+        return {"output": _no_grad(module, x)}, "torch", lambda: _no_grad(module, x)
+    cpu = {k: (_np(v).astype(np.float32) if isinstance(v, torch.Tensor) else v) for k, v in feeds.items()}
+    ref = CompiledModel(single.graph, single.plan, "cpu", single.options)
+    return ref.run(cpu), "torch-cpu", None
+
+
+def _no_grad(module, x):
+    with torch.no_grad():
+        return module(x)
+
+
+# -- the run -----------------------------------------------------------------------------
+
+def cases(args, notes: list[str]):
+    """(name, batch, graph builder, torch module or None), lazily: exports cost time."""
+    for name in (QUICK if args.quick else LIGHT):
+        for batch in ((1,) if args.quick else (1, 8)):
+            yield name, batch, (lambda n=name, b=batch: light_graph(n, b)), None
+    build, src = torchvision_builder()
+    if build is None:
+        say(f"torchvision models skipped: {src}")
+        notes.append(f"torchvision models skipped: {src}")
+        return
+    notes.append(f"googlenet / inception_v3 from {src}")
+    say(f"googlenet / inception_v3 from {src}")
+    for name in (TV[:1] if args.quick else TV):
+        module, size = build(name)
+        module.eval()
+        for batch in ((1,) if args.quick else (1, 8)):
+            x = torch.zeros(batch, 3, size, size)
+            yield name, batch, (lambda m=module, x=x: export(m, x)), module
+
+
+def run_all(args) -> dict:
+    device = args.device
+    notes: list[str] = []
+    rows: list[dict] = []
+    t_start = time.perf_counter()
+    for name, batch, make_graph, module in cases(args, notes):
+        if time.perf_counter() - t_start > args.budget:
+            notes.append(f"time budget {args.budget}s spent: skipped {name} batch {batch} and later cases")
+            say(notes[-1])
+            break
+        t0 = time.perf_counter()
+        try:
+            graph = make_graph()
+            ref = module.to(device) if module is not None else None
+            got = check_case(name, batch, graph, device, args.reps, ref)
+        except Exception as err:  # noqa: BLE001 - one model failing must not stop the check
+            msg = f"{name} batch {batch}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            notes.append(msg)
+            say("  n/a:", msg)
+            continue
+        rows.extend(got)
+        for r in got:
+            say("  " + fmt_row(r))
+        say(f"  ({name} batch {batch}: {time.perf_counter() - t0:.1f} s)")
+    info = {"device": device, "torch": torch.__version__, "pyge": pyge.__version__,
+            "gpu": torch.cuda.get_device_name() if device.startswith("cuda") else None,
+            "reps": args.reps, "elapsed_s": time.perf_counter() - t_start, "notes": notes,
+            "all_ok": all(r.get("ok", False) for r in rows) and bool(rows), "results": rows}
+    return info
+
+
+HEAD = (f"{'model':13s} {'b':>2s} {'variant':14s} {'str':>3s} {'ev':>4s} {'mode':6s} "
+        f"{'vs_single':>9s} {'vs_ref':>9s} {'ok':>4s} {'ms':>8s} {'x_single':>8s} {'peakMB':>7s}")
+
+
+def fmt_row(r: dict) -> str:
+    ref = next((r[k] for k in r if k.startswith("vs_") and k != "vs_single"), float("nan"))
+    return (f"{r['model']:13s} {r['batch']:>2d} {r['variant']:14s} {r.get('streams', 0):>3d} "
+            f"{r.get('events', 0):>4d} {str(r.get('mode', '-'))[:6]:6s} "
+            f"{r.get('vs_single', float('nan')):9.1e} {ref:9.1e} {'ok' if r.get('ok') else 'FAIL':>4s} "
+            f"{r['median_ms']:8.3f} {r['speedup_vs_single']:8.2f} {r.get('plan_peak_mb', float('nan')):7.1f}")
+
+
+def thread_policy(reps: int) -> int:
+    """CPU only: the intra-op thread rule (ceil(C / p) threads per stream) against the even
+    split (C // k), on inception_v1 and resnet50, interleaved with pauses so one
+    configuration's spinning OpenMP teams do not slow the next."""
+    from pyge.executors.cpu import CpuExecutor
+    from pyge.executors.sequential import SequentialExecutor
+    for name in ("inception_v1", "resnet50"):
+        g = light_graph(name, 1)
+        single = pyge.compile(g, "cpu", {"ge.enableSingleStream": "true"})
+        feeds = make_feeds(single, 0, "cpu")
+        cands = {"single": SequentialExecutor(single.graph, single.plan)}
+        for label, m in (("branch2", replan(single, branch_streams(single.graph, 2), "cpu")),
+                         ("auto4", pyge.compile(g, "cpu", {"ge.autoMultistreamParallelMode": "LoadBalance:4"}))):
+            ex = CpuExecutor(m.graph, m.plan, "cpu", m.options)
+            k = len(ex.busy)
+            cands[f"{label} k={k} ceil(C/p)={ex.threads}"] = ex
+            cands[f"{label} k={k} C//k={max(1, torch.get_num_threads() // k)}"] = CpuExecutor(
+                m.graph, m.plan, "cpu", m.options.merged({"pyge.intraOpThreads": str(max(1, torch.get_num_threads() // k))}))
+        times: dict[str, list[float]] = {k: [] for k in cands}
+        for ex in cands.values():
+            ex.run(feeds)
+        for _ in range(reps):
+            for k, ex in cands.items():
+                time.sleep(0.02)
+                t0 = time.perf_counter()
+                ex.run(feeds)
+                times[k].append(time.perf_counter() - t0)
+        b_min, b_med = min(times["single"]), statistics.median(times["single"])
+        for k, ts in times.items():
+            say(f"{name:13s} {k:24s} best {min(ts) * 1e3:7.1f} ms (x{b_min / min(ts):.2f})  "
+                f"median {statistics.median(ts) * 1e3:7.1f} ms (x{b_med / statistics.median(ts):.2f})")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    ap.add_argument("--quick", action="store_true", help="two light models and googlenet, batch 1")
+    ap.add_argument("--reps", type=int, default=None, help="timed rounds (default 30, quick 5)")
+    ap.add_argument("--budget", type=float, default=240.0, help="seconds before later cases are skipped")
+    ap.add_argument("--out", default=os.environ.get("OUT", "out"), help="output folder (default $OUT or ./out)")
+    ap.add_argument("--thread-policy", action="store_true",
+                    help="CPU only: compare the intra-op thread rules of the threaded executor")
+    args = ap.parse_args(argv)
+    args.reps = args.reps or (5 if args.quick else 30)
+    if args.thread_policy:
+        return thread_policy(max(args.reps, 10))
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        say("CUDA is not available: nothing to check on the GPU (try --device cpu)")
+        return 2
+    say(f"pyge gpu_check on {args.device}, torch {torch.__version__}")
+    say(HEAD)
+    info = run_all(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_check.json").write_text(json.dumps(info, indent=1, default=str))
+    lines = [f"pyge gpu_check: {info['device']} {info['gpu'] or ''} torch {info['torch']}, "
+             f"{info['reps']} interleaved rounds, {info['elapsed_s']:.0f} s", HEAD]
+    lines += [fmt_row(r) for r in info["results"]]
+    lines += [f"note: {n}" for n in info["notes"]]
+    lines.append("ALL OK" if info["all_ok"] else "SOME CHECKS FAILED (see ok column and notes)")
+    (out / "gpu_check.txt").write_text("\n".join(lines) + "\n")
+    say(lines[-1])
+    say(f"wrote {out / 'gpu_check.json'} and {out / 'gpu_check.txt'}")
+    return 0 if info["all_ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""CPU executor: one worker thread per logical stream, Send/Recv as per-run events.
+
+Threads. The caller's thread runs the first busy stream; one daemon thread per other busy
+stream is started at the first run and reused by every later run (a job per run is put on
+each worker's queue). Workers hold no reference to the executor, so dropping the model
+stops them (weakref.finalize).
+
+Events. Each run gets a fresh `_Job`: the value table, one flag per logical event and one
+Condition. RECORD sets a flag and wakes waiters; WAIT returns at once if the flag is set,
+else sleeps on the Condition. Every sleep is bounded: a stream that fails sets `aborted` and
+wakes everyone, waiters re-check `aborted` before and after each sleep (and the sleep has a
+timeout as well, so even a lost wake-up cannot hang a run), and streams check it before
+every launch, so all streams stop promptly. The caller then raises ExecutionError naming
+the failing node. A job is never shared between runs, so a failed run leaves nothing
+behind: the next run starts clean on the same workers.
+
+Concurrent `run` calls on one executor are serialised by a lock (workers and the
+intra-op thread setting belong to one run at a time); each caller gets its own results.
+
+Intra-op threads. torch's thread count is process-global, and with OpenMP each thread
+keeps its own team size (taken when that thread first runs a parallel op), so every stream
+thread calls torch.set_num_threads itself at the start of a run; the caller restores its
+own setting afterwards. The count: the budget C (torch.get_num_threads() when the executor
+was made) divided by the number of streams *expected to be busy at once*, i.e. the plan's
+average parallelism p = total work / critical-path work (average_parallelism), rounded up:
+ceil(C / p). Splitting evenly by the stream count (C // k) starves the main stream when the
+side streams are short, which is the usual case in CNNs (p is 1.0 to 1.4 on the light
+models). Measured on a shared 2-core machine (inception_v1, resnet50; 2 and 4 streams;
+40 interleaved runs, best case against one stream on 2 threads): C // k = 1 thread per
+stream ran at 0.68x to 1.04x, ceil(C / p) = 2 threads per stream at 0.96x to 1.15x.
+With many cores and truly parallel streams (p near k) the rule
+reduces to the even split and avoids k x C OpenMP threads spinning on C cores.
+`pyge.intraOpThreads=N` (N > 0) forces N.
+"""
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import weakref
+from typing import Any, Mapping
+
+import torch
+
+from ..errors import ExecutionError, PygeError
+from ..ir.graph import Graph
+from ..plan.plan import LAUNCH, RECORD, Plan
+from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device, merged_steps,
+                   node_descriptions, outputs_to_numpy, stream_tables)
+
+_WAIT_SLICE_S = 0.5      # longest single sleep of a waiter before it re-checks the abort flag
+
+
+class _Aborted(Exception):
+    """Raised inside a stream when another stream failed; never leaves the executor."""
+
+
+class _Job:
+    """Everything one run shares between its stream threads."""
+
+    __slots__ = ("env", "flags", "cond", "aborted", "error", "pending", "hooks", "threads")
+
+    def __init__(self, nslots: int, nevents: int, nworkers: int, hooks, threads: int):
+        self.env: list[Any] = [None] * nslots
+        self.flags = [False] * nevents
+        self.cond = threading.Condition(threading.Lock())
+        self.aborted = False
+        self.error: tuple[int, int, BaseException] | None = None   # (node, stream, cause)
+        self.pending = nworkers
+        self.hooks = hooks
+        self.threads = threads
+
+    def record(self, e: int) -> None:
+        with self.cond:
+            self.flags[e] = True
+            self.cond.notify_all()
+
+    def wait(self, e: int) -> None:
+        with self.cond:
+            while not self.flags[e]:
+                if self.aborted:
+                    raise _Aborted
+                self.cond.wait(_WAIT_SLICE_S)
+
+    def fail(self, node: int, stream: int, err: BaseException) -> None:
+        # First failure wins; waking everyone lets blocked streams see `aborted` and leave.
+        with self.cond:
+            if self.error is None:
+                self.error = (node, stream, err)
+            self.aborted = True
+            self.cond.notify_all()
+
+    def abort(self) -> None:
+        with self.cond:
+            self.aborted = True
+            self.cond.notify_all()
+
+    def worker_done(self) -> None:
+        with self.cond:
+            self.pending -= 1
+            self.cond.notify_all()
+
+
+def _run_stream(prog: list[tuple], job: _Job, stream: int) -> None:
+    """Run one stream's steps. Hot loop: one tuple per step, no attribute lookups per op."""
+    env, flags = job.env, job.flags
+    if job.threads and torch.get_num_threads() != job.threads:
+        torch.set_num_threads(job.threads)
+    if job.hooks is not None:
+        return _run_stream_hooked(prog, job, stream)
+    ni = -1
+    try:
+        for kind, a, fn, ins, outs, frees in prog:
+            if kind == LAUNCH:
+                if job.aborted:
+                    return
+                ni = a
+                res = fn([env[i] for i in ins])
+                for vi, r in zip(outs, res):
+                    env[vi] = r
+                for vi in frees:
+                    env[vi] = None
+            elif kind == RECORD:
+                job.record(a)
+            elif not flags[a]:
+                job.wait(a)
+    except _Aborted:
+        return
+    except BaseException as err:  # noqa: BLE001 - reported by the caller, naming the node
+        job.fail(ni, stream, err)
+
+
+def _run_stream_hooked(prog: list[tuple], job: _Job, stream: int) -> None:
+    env, flags, hooks = job.env, job.flags, job.hooks
+    on_record = getattr(hooks, "record", None)
+    on_wait = getattr(hooks, "wait", None)
+    ni = -1
+    try:
+        for kind, a, fn, ins, outs, frees in prog:
+            if kind == LAUNCH:
+                if job.aborted:
+                    return
+                ni = a
+                args = [env[i] for i in ins]
+                hooks.before(a, stream)
+                res = fn(args)
+                hooks.after(a, stream)
+                for vi, r in zip(outs, res):
+                    env[vi] = r
+                for vi in frees:
+                    env[vi] = None
+            elif kind == RECORD:
+                job.record(a)
+                if on_record is not None:
+                    on_record(a, stream)
+            else:
+                if not flags[a]:
+                    job.wait(a)
+                if on_wait is not None:
+                    on_wait(a, stream)
+    except _Aborted:
+        return
+    except BaseException as err:  # noqa: BLE001
+        job.fail(ni, stream, err)
+
+
+def _worker_main(prog: list[tuple], stream: int, jobs: "queue.SimpleQueue[_Job | None]") -> None:
+    while True:
+        job = jobs.get()          # idle between runs; a None job means the model is gone
+        if job is None:
+            return
+        try:
+            _run_stream(prog, job, stream)
+        finally:
+            job.worker_done()
+            del job               # hold none of the run's values while idle
+
+
+def _stop_workers(queues: list, threads: list) -> None:
+    """Ask every worker to leave and wait for it. Also runs at interpreter exit (finalize's
+    atexit), so no worker is still inside torch when the C++ runtime shuts down."""
+    for q in queues:
+        q.put(None)
+    me = threading.current_thread()
+    for t in threads:
+        if t is not me:
+            t.join(timeout=5)
+
+
+def average_parallelism(plan: Plan) -> float:
+    """Total work / critical-path work of the stream plan (1.0 = no overlap possible).
+
+    Work per node is a proxy: the bytes it writes (1 if unknown). The critical path follows
+    stream order and events, simulated in one merged step order.
+    """
+    cost = [max(1, sum(plan.values[o].nbytes for o in n.outputs)) for n in plan.nodes]
+    stream_t = [0] * len(plan.streams)
+    event_t = [0] * len(plan.events)
+    for s, kind, a in merged_steps(plan):
+        if kind == LAUNCH:
+            stream_t[s] += cost[a]
+        elif kind == RECORD:
+            event_t[a] = stream_t[s]
+        else:
+            stream_t[s] = max(stream_t[s], event_t[a])
+    return sum(cost) / max(1, max(stream_t, default=1))
+
+
+def intra_op_threads(budget: int, parallelism: float, forced: int = 0) -> int:
+    """torch threads per stream thread: `forced` if > 0, else the budget divided by the
+    number of streams expected to be busy at once (the plan's average parallelism)."""
+    if forced > 0:
+        return forced
+    return max(1, math.ceil(budget / max(1.0, parallelism) - 1e-9))
+
+
+class CpuExecutor:
+    """Runs a multi-stream plan with one thread per busy logical stream."""
+
+    name = "cpu"
+
+    def __init__(self, graph: Graph, plan: Plan, device: Any = "cpu", options=None,
+                 arena: bool = False):
+        self.plan = plan
+        self.graph = graph
+        self.device = device
+        plan.launch_order()                      # PlanError now rather than a hang later
+        kernels = build_kernels(graph, plan, device)
+        # arena=True keeps every planned intermediate at its planned offset in one tensor,
+        # as the CUDA executor's "arena" strategy does: a real test of the memory plan's
+        # cross-stream reuse under true concurrency (a wrong reuse corrupts results).
+        self.arena = Arena(plan, torch.device("cpu")) if arena else None
+        if self.arena is not None:
+            kernels = [_placing(k, tuple(n.outputs), self.arena) for k, n in zip(kernels, plan.nodes)]
+        self.descs = node_descriptions(graph, plan)
+        self.consts = constants(graph, plan, device)
+        self.none_slot = len(plan.values)
+        _, ins = stream_tables(plan)
+        self.programs = []
+        for steps in plan.streams:
+            prog = []
+            for st in steps:
+                if st.kind == LAUNCH:
+                    n = plan.nodes[st.arg]
+                    prog.append((LAUNCH, st.arg, kernels[st.arg], ins[st.arg], tuple(n.outputs),
+                                 tuple(n.free_after)))
+                else:
+                    prog.append((st.kind, st.arg, None, (), (), ()))
+            self.programs.append(prog)
+        self.busy = [s for s, prog in enumerate(self.programs) if prog]
+        forced = _option(options, "pyge.intraOpThreads", 0)
+        self.parallelism = average_parallelism(plan)
+        self.threads = (intra_op_threads(torch.get_num_threads(), min(self.parallelism, len(self.busy)), forced)
+                        if len(self.busy) > 1 or forced else 0)
+        self._lock = threading.Lock()
+        self._queues: list | None = None
+        self._threads: list[threading.Thread] = []
+
+    # -- workers -----------------------------------------------------------------------
+    def _start_workers(self) -> None:
+        if self._queues is not None:
+            self._finalizer()     # a worker died: stop the survivors, start a fresh set
+        self._queues, self._threads = [], []
+        for s in self.busy[1:]:
+            q: queue.SimpleQueue = queue.SimpleQueue()
+            t = threading.Thread(target=_worker_main, args=(self.programs[s], s, q),
+                                 name=f"pyge-{self.plan.graph_name}-s{s}", daemon=True)
+            t.start()
+            self._queues.append(q)
+            self._threads.append(t)
+        self._finalizer = weakref.finalize(self, _stop_workers, list(self._queues), list(self._threads))
+
+    def close(self) -> None:
+        """Stop the worker threads (they are also stopped when the executor is collected)."""
+        with self._lock:
+            if self._queues is not None:
+                self._finalizer()
+                self._queues = None
+
+    # -- running -----------------------------------------------------------------------
+    def run(self, feeds: Mapping[str, Any], hooks=None) -> dict[str, Any]:
+        plan = self.plan
+        arrays = check_feeds(self.graph, plan, feeds)
+        with self._lock:
+            job = _Job(self.none_slot + 1, len(plan.events), len(self.busy) - 1 if self.busy else 0,
+                       hooks, self.threads)
+            env = job.env
+            for vi, t in self.consts.items():
+                env[vi] = t
+            for vi, t in zip(plan.inputs, feeds_to_device(arrays, self.device)):
+                env[vi] = t
+            self._execute(job)
+            outs = [env[i] for i in plan.outputs]
+        return outputs_to_numpy(plan, outs)
+
+    def _execute(self, job: _Job) -> None:
+        if not self.busy:
+            return
+        if len(self.busy) > 1 and (self._queues is None or not all(t.is_alive() for t in self._threads)):
+            self._start_workers()
+        saved = torch.get_num_threads()
+        try:
+            for q in self._queues or ():
+                q.put(job)
+            _run_stream(self.programs[self.busy[0]], job, self.busy[0])
+            self._join(job)
+        except BaseException:
+            job.abort()           # e.g. KeyboardInterrupt in the caller: stop the workers too
+            raise
+        finally:
+            if torch.get_num_threads() != saved:
+                torch.set_num_threads(saved)
+        if job.error is not None:
+            ni, stream, err = job.error
+            if isinstance(err, PygeError) or not isinstance(err, Exception):
+                raise err         # ours already name the culprit; KeyboardInterrupt stays one
+            desc = self.descs[ni] if ni >= 0 else f"stream {stream}"
+            raise ExecutionError(f"{desc} on stream {stream}", err) from err
+
+    def _join(self, job: _Job) -> None:
+        """Wait for every worker to finish this job (they stop promptly once aborted)."""
+        with job.cond:
+            while job.pending:
+                job.cond.wait(_WAIT_SLICE_S)
+                if job.pending and not all(t.is_alive() for t in self._threads):
+                    raise ExecutionError(f"stream worker of {self.plan.graph_name!r}",
+                                         RuntimeError("a stream worker thread died"))
+
+
+def _placing(fn, outs: tuple, arena: Arena):
+    place = arena.place
+
+    def run(args: list) -> list:
+        return [place(vi, r) for vi, r in zip(outs, fn(args))]
+    return run
+
+
+def _option(options, key: str, default):
+    if options is None:
+        return default
+    try:
+        return options[key]
+    except (KeyError, TypeError):
+        return default

@@ -1,0 +1,143 @@
+"""Helpers for executor and memory tests: plans with hand-made stream assignments.
+
+The stream passes decide streams during pyge.compile; these tests need assignments of their
+own (random, branch round-robin), so they compile once single-stream (type inference,
+constant folding) and re-plan the compiled graph with the assignment they want.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import random
+from typing import Callable, Mapping
+
+import numpy as np
+import onnx
+import pytest
+
+import pyge
+from pyge.errors import UnsupportedOperatorError
+from pyge.executors.sequential import SequentialExecutor
+from pyge.ir.clone import clone_graph
+from pyge.model import CompiledModel
+from pyge.options import parse_options
+from pyge.passes.event_ids import assign_event_ids
+from pyge.passes.events import insert_events
+from pyge.passes.memory import plan_memory
+from pyge.passes.verify import verify_plan
+from pyge.plan.build import build_plan
+
+LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+Assignment = Callable[[pyge.Graph], Mapping[str, int]] | Mapping[str, int]
+
+
+def replan(model: CompiledModel, assign: Assignment, device: str = "cpu",
+           options: Mapping[str, str] | None = None) -> CompiledModel:
+    """A copy of `model` whose root-graph nodes sit on the streams `assign` gives them."""
+    opts = parse_options(dict(options or {}))
+    g = clone_graph(model.graph)
+    streams = dict(assign(g) if callable(assign) else assign)
+    used = sorted({streams.get(n.name, 0) for n in g.nodes} | {0})
+    dense = {s: i for i, s in enumerate(used)}
+    for n in g.nodes:
+        n.stream_id = dense[streams.get(n.name, 0)]
+    plan = build_plan(g, len(used), [], opts.as_dict())
+    insert_events(plan)
+    assign_event_ids(plan, opts["ge.maxEventNum"])
+    plan_memory(plan, opts)
+    verify_plan(plan)            # the project's verifier accepts what these tests build
+    return CompiledModel(g, plan, device, opts)
+
+
+def compile_with_streams(graph: pyge.Graph, assign: Assignment, device: str = "cpu",
+                         options: Mapping[str, str] | None = None) -> CompiledModel:
+    base = pyge.compile(graph, "cpu", {**dict(options or {}), "ge.enableSingleStream": "true"})
+    return replan(base, assign, device, options)
+
+
+def random_streams(k: int, seed: int) -> Callable[[pyge.Graph], dict[str, int]]:
+    def assign(g: pyge.Graph) -> dict[str, int]:
+        rng = random.Random(seed)
+        return {n.name: rng.randrange(k) for n in g.nodes}
+    return assign
+
+
+def branch_streams(k: int) -> Callable[[pyge.Graph], dict[str, int]]:
+    """GE-like: a node continues its first predecessor's stream unless a sibling already
+    took it; otherwise it opens the next stream round-robin (at most k)."""
+    def assign(g: pyge.Graph) -> dict[str, int]:
+        out: dict[str, int] = {}
+        taken: set[str] = set()           # producers whose stream a successor already continued
+        nxt = 0
+        for n in g.topological_sort():
+            preds = [p for p in n.predecessors if p.name in out]
+            free = [p for p in preds if p.name not in taken]
+            if free:
+                out[n.name] = out[free[0].name]
+                taken.add(free[0].name)
+            else:
+                out[n.name] = nxt % k
+                nxt += 1
+        return out
+    return assign
+
+
+def reference(model: CompiledModel, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Outputs of the one-thread reference executor on the same plan."""
+    return SequentialExecutor(model.graph, model.plan, "cpu", model.options).run(feeds)
+
+
+def light_path(name: str) -> str:
+    return os.path.join(LIGHT_DIR, f"light_{name}.onnx")
+
+
+def light_model(name: str, **compile_opts: str) -> CompiledModel:
+    """Compile a light model single-stream, or skip the test if a kernel is missing."""
+    path = light_path(name)
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not shipped with this onnx version")
+    g = pyge.load_onnx(path)
+    try:
+        return pyge.compile(g, "cpu", {"ge.enableSingleStream": "true", **compile_opts})
+    except UnsupportedOperatorError as err:
+        pytest.skip(f"light_{name}: {err}")
+
+
+@functools.lru_cache(maxsize=None)
+def cached_light_model(name: str) -> CompiledModel:
+    """light_model(name), compiled once per test session (tests must not mutate it)."""
+    return light_model(name)
+
+
+def random_feeds(model: CompiledModel, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for vi in model.plan.inputs:
+        v = model.plan.values[vi]
+        feeds[v.name] = rng.standard_normal(v.shape).astype(v.dtype)
+    return feeds
+
+
+UNARY = ("Relu", "Abs", "Neg", "Sigmoid", "Tanh")
+BINARY = ("Add", "Mul", "Sub")
+
+
+def random_graph(rng: random.Random, num_nodes: int, shape=(4, 8), num_inputs: int = 2) -> pyge.Graph:
+    """A random DAG of elementwise ops over `num_inputs` inputs; several outputs."""
+    b = pyge.GraphBuilder(f"rand{num_nodes}")
+    vals = [b.input(f"x{i}", "float32", shape) for i in range(num_inputs)]
+    produced = []
+    for i in range(num_nodes):
+        window = vals[-6:] if rng.random() < 0.7 else vals   # mostly local: longer chains
+        if rng.random() < 0.5:
+            v = b.op(rng.choice(UNARY), [rng.choice(window)], name=f"n{i}")
+        else:
+            v = b.op(rng.choice(BINARY), [rng.choice(window), rng.choice(window)], name=f"n{i}")
+        vals.append(v)
+        produced.append(v)
+    outs = {id(produced[-1]): produced[-1]}
+    for v in rng.sample(produced, k=min(len(produced), rng.randrange(1, 4))):
+        outs.setdefault(id(v), v)
+    for k, v in enumerate(outs.values()):
+        b.output(v, f"y{k}")
+    return b.build()

@@ -1,0 +1,158 @@
+"""The threaded CPU executor: multi-stream runs give single-stream numbers."""
+from __future__ import annotations
+
+import random
+import threading
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pyge
+from pyge.executors import make_executor
+from pyge.executors.cpu import CpuExecutor, intra_op_threads
+from pyge.executors.sequential import SequentialExecutor
+
+from .helpers import (branch_streams, cached_light_model, random_feeds, random_graph,
+                      random_streams, replan)
+
+
+def _same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_allclose(a[k], b[k], rtol=1e-6, atol=1e-6, err_msg=k)
+
+
+def _with_threads(n: int, fn):
+    saved = torch.get_num_threads()
+    torch.set_num_threads(max(1, n))
+    try:
+        return fn()
+    finally:
+        torch.set_num_threads(saved)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), nodes=st.integers(1, 24), k=st.integers(2, 5),
+       arena=st.booleans())
+def test_random_graphs_random_streams(seed, nodes, k, arena):
+    rng = random.Random(seed)
+    single = pyge.compile(random_graph(rng, nodes), "cpu", {"ge.enableSingleStream": "true"})
+    multi = replan(single, random_streams(k, seed))
+    feeds = random_feeds(single, seed)
+    ex = CpuExecutor(multi.graph, multi.plan, "cpu", multi.options, arena=arena)
+    try:
+        for _ in range(2):                      # the second run reuses the worker threads
+            _same(ex.run(feeds), single.run(feeds))
+    finally:
+        ex.close()
+
+
+LIGHT_CASES = [
+    ("inception_v1", branch_streams(3)),
+    ("inception_v1", random_streams(4, 7)),
+    ("resnet50", branch_streams(2)),
+    ("squeezenet", random_streams(3, 1)),
+    ("shufflenet", random_streams(4, 2)),
+]
+
+
+@pytest.mark.parametrize("name,assign", LIGHT_CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(LIGHT_CASES)])
+def test_light_models_multi_equals_single(name, assign):
+    single = cached_light_model(name)
+    multi = replan(single, assign)
+    assert multi.num_streams > 1
+    ex = multi.executor
+    assert isinstance(ex, CpuExecutor)
+    feeds = random_feeds(single)
+    got = multi.run(feeds)
+    # Same intra-op thread count as the stream workers, so reductions add in the same order.
+    want = _with_threads(ex.threads, lambda: single.run(feeds))
+    _same(got, want)
+
+
+def test_light_model_with_arena_matches():
+    single = cached_light_model("inception_v1")
+    multi = replan(single, branch_streams(4))
+    ex = CpuExecutor(multi.graph, multi.plan, "cpu", multi.options, arena=True)
+    feeds = random_feeds(single, 3)
+    want = _with_threads(ex.threads, lambda: single.run(feeds))
+    for k, v in ex.run(feeds).items():
+        np.testing.assert_allclose(v, want[k], rtol=1e-4, atol=1e-6)
+    ex.close()
+
+
+def test_dispatch_and_thread_policy():
+    single = cached_light_model("squeezenet")
+    assert isinstance(make_executor(single.graph, single.plan, "cpu"), SequentialExecutor)
+    multi = replan(single, branch_streams(2))
+    assert isinstance(make_executor(multi.graph, multi.plan, "cpu"), CpuExecutor)
+    assert intra_op_threads(2, 2.0) == 1       # two streams busy all the time: split
+    assert intra_op_threads(2, 4.0) == 1
+    assert intra_op_threads(2, 1.3) == 2       # side streams mostly idle: keep the cores
+    assert intra_op_threads(16, 4.0) == 4
+    assert intra_op_threads(16, 4.0, forced=3) == 3
+    forced = replan(single, branch_streams(2), options={"pyge.intraOpThreads": "1"})
+    assert forced.executor.threads == 1
+
+
+def test_threads_reused_and_setting_restored():
+    rng = random.Random(5)
+    single = pyge.compile(random_graph(rng, 20), "cpu", {"ge.enableSingleStream": "true"})
+    multi = replan(single, random_streams(3, 5))
+    feeds = random_feeds(single)
+    before_threads = torch.get_num_threads()
+    multi.run(feeds)
+    count = threading.active_count()
+    for _ in range(5):
+        multi.run(feeds)
+    assert threading.active_count() == count          # no thread per run
+    assert torch.get_num_threads() == before_threads   # intra-op setting restored
+    workers = list(multi.executor._threads)
+    multi.executor.close()
+    for t in workers:
+        assert not t.is_alive()
+
+
+class _Hooks:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.calls: list[tuple] = []
+
+    def _add(self, *item):
+        with self.lock:
+            self.calls.append(item + (threading.current_thread().name,))
+
+    def before(self, node, stream):
+        self._add("before", node, stream)
+
+    def after(self, node, stream):
+        self._add("after", node, stream)
+
+    def record(self, event, stream):
+        self._add("record", event, stream)
+
+    def wait(self, event, stream):
+        self._add("wait", event, stream)
+
+
+def test_hooks_called_on_each_stream_thread():
+    rng = random.Random(11)
+    single = pyge.compile(random_graph(rng, 16), "cpu", {"ge.enableSingleStream": "true"})
+    multi = replan(single, random_streams(3, 11))
+    hooks = _Hooks()
+    _same(multi.executor.run(random_feeds(single), hooks=hooks), single.run(random_feeds(single)))
+    plan = multi.plan
+    befores = [c for c in hooks.calls if c[0] == "before"]
+    assert sorted(c[1] for c in befores) == list(range(len(plan.nodes)))
+    assert len([c for c in hooks.calls if c[0] == "after"]) == len(plan.nodes)
+    for _, node, stream, _ in befores:
+        assert plan.nodes[node].stream == stream
+    thread_of = {}
+    for _, _, stream, thread in hooks.calls:
+        assert thread_of.setdefault(stream, thread) == thread   # one thread per stream
+    assert len(set(thread_of.values())) == len(thread_of)
+    assert len([c for c in hooks.calls if c[0] == "record"]) == len(plan.events)
+    assert len([c for c in hooks.calls if c[0] == "wait"]) == len(plan.events)
