@@ -7,6 +7,14 @@
 """
 from __future__ import annotations
 
+import os as _os
+
+# OpenMP threads that spin while waiting fight the stream workers (and anything else on a
+# busy machine) for cores: measured on the light models with 2 cores under load, spinning
+# made pyge 2-3x slower than onnxruntime, passive waiting 0.5-0.7x. Only takes effect when
+# torch is imported after pyge and the user has not chosen a policy (see README).
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from .compiler import compile_graph as compile  # noqa: A001 - the public name is pyge.compile
 from .errors import (CustomPassError, ExecutionError, GraphCycleError, GraphError, InputError,
                      ModelFileError, ModelLoadError, OptionError, PassError, PlanError, PluginError,
@@ -37,3 +45,8 @@ from .session import Session, SessionError  # noqa: E402
 from .modelfile import load_model, save_model  # noqa: E402
 
 __all__ += ["Session", "SessionError", "load_model", "save_model"]
+
+# -- PyTorch front end (torch.export) ---------------------------------------------------------
+from .frontends.torch_export import from_torch  # noqa: E402
+
+__all__ += ["from_torch"]
