@@ -148,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", "-n", type=int, default=20, metavar="N", help="profiled runs per version (default: 20)")
     _add_common(p)
     p.set_defaults(func="demo")
+
+    from .tuning.cli_tune import add_tune_parser
+    p = add_tune_parser(sub)
+    _add_common(p)
+    p.set_defaults(func="tune")
     return parser
 
 
@@ -163,6 +168,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.func == "demo":
         from .demo import run_demo
         return run_demo(out=args.out, runs=args.runs)
+    if args.func == "tune":
+        from .tuning.cli_tune import run_tune
+        return run_tune(args)
     from . import cli_commands
     return getattr(cli_commands, args.func)(args)
 

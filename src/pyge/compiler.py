@@ -145,8 +145,10 @@ def compile_graph(graph: Graph, device: str = "cpu", options: Mapping[str, Any] 
     if not isinstance(graph, Graph):
         raise GraphError(f"pyge.compile expects a pyge.Graph, got {type(graph).__name__} "
                          "(use pyge.load_onnx or pyge.from_torch first)")
-    opts = parse_options(options)
+    opts = parse_options(options)             # validate what the user gave, as given
     dev = _check_device(device)
+    from .passes.policies.defaults import with_default_policy
+    opts = parse_options(with_default_policy(opts, dev))  # the device's default stream policy
     from .passes.custom.plugins import ensure_plugins_loaded
     ensure_plugins_loaded()
     gid = graph_id if graph_id is not None else next(_graph_ids)

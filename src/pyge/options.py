@@ -84,6 +84,7 @@ _SPEC: dict[str, tuple[Any, str, str]] = {
                           "built-in stream policy run after GE's chain: " + ", ".join(STREAM_POLICIES)),
     "pyge.policyFile": (_any_str, "", "JSON file mapping node names to streams, applied as a built-in pass"),
     "pyge.maxStreams": (lambda k, v: _int_range(k, v, 1, 64), "4", "stream budget for pyge.streamPolicy"),
+    "pyge.costFile": (_any_str, "", "JSON file of measured per-operator costs for pyge.streamPolicy (pyge tune writes it)"),
     "pyge.cudaGraph": (_bool, "true", "capture static graphs into a CUDA graph and replay them (cuda only)"),
     "pyge.intraOpThreads": (lambda k, v: _int_range(k, v, 0, 1024), "0",
                             "torch intra-op threads per CPU stream worker (0 = share the cores evenly)"),

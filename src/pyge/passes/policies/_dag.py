@@ -1,0 +1,236 @@
+"""What every stream policy shares: the DAG it schedules, the costs, and the finishing step.
+
+A policy sees the root graph's direct nodes in three classes:
+
+    fixed        a stream label (`_stream_label` / `_user_stream_label`) or an independent
+                 engine: the node keeps the stream GE's chain gave it, and that stream is
+                 kept free of other nodes (GE's pinned streams)
+    transparent  an unlabelled skip-engine node (a view, a shape query): it does no work,
+                 so the policy looks through it and it follows a neighbour afterwards
+    movable      everything else: the policy decides its stream
+
+The scheduled DAG holds fixed and movable nodes, with edges through transparent nodes
+(a Reshape between two convolutions still orders them). Costs are seconds per node: a
+cost file (`pyge.costFile`, written by `pyge tune`) where it names the node, else the
+static estimate of passes/streams/cost.py (FLOPs and bytes, or a node's `_cost_us`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ...errors import OptionError
+from ...ir.graph import Graph, Node
+from ..engines import INDEPENDENT, kind_of
+from ..streams._graph import EffectivePreds, is_transparent, label_of
+from ..streams.context import StreamContext
+from ..streams.cost import EVENT_S, node_cost
+from ..streams.skip import assign_skipped
+
+log = logging.getLogger(__name__)
+
+COST_FILE_VERSION = 1
+
+
+@dataclass
+class CostTable:
+    """Per-node costs in seconds, plus the device's per-event and per-launch overheads."""
+    costs: dict[str, float] = field(default_factory=dict)
+    event_s: float = EVENT_S
+    launch_s: float = 0.0
+    device: str = ""
+    extra: dict = field(default_factory=dict)   # other fields of the file, kept for the tuner
+
+    def cost_fn(self) -> Callable[[Node], float]:
+        table = self.costs
+
+        def cost(n: Node) -> float:
+            c = table.get(n.name)
+            return c if c is not None else node_cost(n)
+        return cost
+
+
+def load_costs(path: str | Path) -> CostTable:
+    """Read a cost file: {"version": 1, "unit": "us", "costs": {node: us}, "event_us": x}."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except OSError as err:
+        raise OptionError(f"option pyge.costFile: cannot read {str(p)!r}: {err.strerror or err}") from err
+    except ValueError as err:
+        raise OptionError(f"option pyge.costFile: {str(p)!r} is not valid JSON: {err}") from err
+    if not isinstance(data, dict) or data.get("version") != COST_FILE_VERSION or \
+            not isinstance(data.get("costs"), dict):
+        raise OptionError(f"option pyge.costFile: {str(p)!r} is not a version {COST_FILE_VERSION} "
+                          'cost file ({"version": 1, "unit": "us", "costs": {node name: microseconds}})')
+    costs = {}
+    for name, us in data["costs"].items():
+        if isinstance(us, bool) or not isinstance(us, (int, float)) or us < 0:
+            raise OptionError(f"option pyge.costFile: {str(p)!r}: cost of node {name!r} is {us!r}, "
+                              "expected a number of microseconds >= 0")
+        costs[str(name)] = float(us) * 1e-6
+    extra = {k: v for k, v in data.items() if k not in ("version", "unit", "costs")}
+    return CostTable(costs=costs, event_s=float(data.get("event_us", EVENT_S * 1e6)) * 1e-6,
+                     launch_s=float(data.get("launch_us", 0.0)) * 1e-6,
+                     device=str(data.get("device", "")), extra=extra)
+
+
+def cost_table(options) -> CostTable:
+    path = options["pyge.costFile"] if options is not None else ""
+    return load_costs(path) if path else CostTable()
+
+
+def is_fixed(n: Node) -> bool:
+    return label_of(n) is not None or kind_of(n) == INDEPENDENT
+
+
+class DagView:
+    """The scheduled nodes of one graph (topological order), their edges, costs and levels."""
+
+    def __init__(self, graph: Graph, cost: Callable[[Node], float]):
+        self.graph = graph
+        self.order = graph.topological_sort()
+        self.nodes = [n for n in self.order if not is_transparent(n)]
+        self.idx = {id(n): i for i, n in enumerate(self.nodes)}
+        eff = EffectivePreds()
+        self.preds: list[list[int]] = [sorted({self.idx[id(p)] for p in eff(n)}) for n in self.nodes]
+        self.succs: list[list[int]] = [[] for _ in self.nodes]
+        for i, ps in enumerate(self.preds):
+            for p in ps:
+                self.succs[p].append(i)
+        self.cost = [max(0.0, float(cost(n))) for n in self.nodes]
+        self.fixed = [is_fixed(n) for n in self.nodes]
+        self.blevel = [0.0] * len(self.nodes)     # longest cost path from the node to an exit
+        for i in reversed(range(len(self.nodes))):
+            tail = max((self.blevel[s] for s in self.succs[i]), default=0.0)
+            self.blevel[i] = self.cost[i] + tail
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def pool(self, k: int) -> list[int]:
+        """The k smallest stream ids not pinned by a fixed node: the policy's streams."""
+        pinned = {n.stream_id for n, f in zip(self.nodes, self.fixed) if f}
+        out, s = [], 0
+        while len(out) < max(1, k):
+            if s not in pinned:
+                out.append(s)
+            s += 1
+        return out
+
+    def reach(self) -> tuple[list[int], list[int]]:
+        """Ancestor and descendant bitsets (Python ints) of every scheduled node."""
+        n = len(self)
+        anc, desc = [0] * n, [0] * n
+        for i in range(n):
+            for p in self.preds[i]:
+                anc[i] |= anc[p] | (1 << p)
+        for i in reversed(range(n)):
+            for s in self.succs[i]:
+                desc[i] |= desc[s] | (1 << s)
+        return anc, desc
+
+    def critical_path(self) -> list[int]:
+        """The longest cost path: from the heaviest source follow the heaviest successor."""
+        key = lambda i: (-round(self.blevel[i] * 1e9), i)   # noqa: E731 - ns rounding: stable ties
+        sources = [i for i in range(len(self)) if not self.preds[i]]
+        path: list[int] = []
+        cur = min(sources, key=key, default=None)
+        while cur is not None:
+            path.append(cur)
+            cur = min(self.succs[cur], key=key, default=None)
+        return path
+
+
+def schedule_est(view: DagView, allowed: Callable[[int], list[int]], event_s: float,
+                 fixed_stream: Callable[[int], int | None] = lambda i: None) -> tuple[list[int], list[float]]:
+    """List scheduling without insertion: ready nodes by decreasing bottom level, each to the
+    allowed stream where it can start earliest, counting `event_s` for each producer on
+    another stream. Ties go to the stream of the latest-finishing producer (no event), then
+    to the earlier stream in `allowed`. A node whose `fixed_stream(i)` is not None, and every
+    fixed node, goes where it is told. Returns (stream per node, start per node)."""
+    import heapq
+    n = len(view)
+    indeg = [len(p) for p in view.preds]
+    prio = [-round(b * 1e9) for b in view.blevel]   # ns rounding: float noise cannot flip ties
+    heap = [(prio[i], i) for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    free: dict[int, float] = {}
+    stream, start, finish_t = [-1] * n, [0.0] * n, [0.0] * n
+
+    def ready_on(i: int, s: int) -> float:
+        return max((finish_t[p] + (0.0 if stream[p] == s else event_s) for p in view.preds[i]), default=0.0)
+
+    while heap:
+        _, i = heapq.heappop(heap)
+        told = view.nodes[i].stream_id if view.fixed[i] else fixed_stream(i)
+        if told is not None:
+            s, t = told, max(free.get(told, 0.0), ready_on(i, told))
+        else:
+            pref = [stream[p] for p in sorted(view.preds[i], key=lambda p: (-finish_t[p], p))]
+            best = None
+            for rank, cand in enumerate(allowed(i)):
+                t_c = max(free.get(cand, 0.0), ready_on(i, cand))
+                key = (round(t_c * 1e9), pref.index(cand) if cand in pref else len(pref), rank)
+                if best is None or key < best[0]:
+                    best = (key, cand, t_c)
+            _, s, t = best
+        stream[i], start[i] = s, t
+        finish_t[i] = free[s] = t + view.cost[i]
+        for j in view.succs[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(heap, (prio[j], j))
+    return stream, start
+
+
+LIGHT_SHARE = 0.01
+
+
+def fold_light_streams(view: DagView, stream: list[int], main: int, share: float = LIGHT_SHARE) -> list[int]:
+    """Streams that carry less than `share` of the work go back to a neighbour's stream.
+
+    A side stream holding one ConstantOfShape buys nothing, yet costs events, and on the CPU
+    it costs much more: the executor splits the thread budget over every busy stream, so
+    all operators would run with fewer threads. Each node of such a stream joins its first
+    producer's stream (else its first consumer's, else `main`). Fixed nodes stay."""
+    total = sum(view.cost) or 1.0
+    work: dict[int, float] = {}
+    for i, s in enumerate(stream):
+        if not view.fixed[i]:
+            work[s] = work.get(s, 0.0) + view.cost[i]
+    light = {s for s, w in work.items() if s != main and w < share * total}
+    if not light:
+        return stream
+    out = list(stream)
+    for i in range(len(view)):                     # topological: producers are final first
+        if out[i] in light and not view.fixed[i]:
+            near = [out[j] for j in (*view.preds[i], *view.succs[i]) if out[j] not in light]
+            out[i] = near[0] if near else main
+    return out
+
+
+def finish(view: DagView, stream: list[int], start: list[float]) -> int:
+    """Write the streams onto the nodes, let transparent nodes follow a neighbour, and order
+    the graph's nodes by planned start (streams launch in graph order, so each stream then
+    runs its nodes in the order the policy planned). Returns the number of streams used."""
+    graph = view.graph
+    for i, node in enumerate(view.nodes):
+        if not view.fixed[i]:
+            node.stream_id = stream[i]
+    for node in view.order:
+        if is_transparent(node):
+            node.stream_id = -1
+    assign_skipped(graph, StreamContext())
+    key: dict[int, float] = {}
+    for node in view.order:
+        i = view.idx.get(id(node))
+        key[id(node)] = start[i] if i is not None else max(
+            (key[id(p)] for p in node.predecessors if id(p) in key), default=0.0)
+    index = {id(n): i for i, n in enumerate(view.order)}
+    graph.set_node_order(sorted(view.order, key=lambda n: (round(key[id(n)] * 1e9), index[id(n)])))
+    graph.sort()   # stable Kahn: restores a topological order wherever equal keys tied
+    return len({n.stream_id for n in view.order})

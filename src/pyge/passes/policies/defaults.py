@@ -1,0 +1,55 @@
+"""What pyge.compile does about streams when the user sets no stream option.
+
+    cpu   GE's own rules (no policy): with ge.streamMaxParallelNum=1 they put one engine's
+          nodes on one stream, which on all nine light models of the onnx package is the
+          single-stream plan (ratio 0.97-1.01 to single stream: noise). Measured with
+          benchmarks/bench_policies_cpu.py on a 2-core machine (results in
+          benchmarks/results/policies_cpu.txt): a multi-stream plan splits the cores over
+          the streams' threads, so policies gain at most a few percent (inception_v1 2%,
+          zfnet512 3-4%, inception_v2 up to 10% in one run, none in the next) and lose up
+          to 9% (critical_path:2 / list_schedule:2 on resnet50) or 19% (min_streams:2 on
+          bvlc_alexnet). None stays within 5% of single stream on every model, so none may
+          be the default; `pyge tune` (never more than 1% slower, geomean 1.3% faster)
+          finds the models where more streams pay.
+    cuda  list_schedule over pyge.maxStreams (4) streams on static costs. UNMEASURED on
+          this project's machines so far: chosen with the simulator (tuning/simulator.py,
+          static GPU costs, graph-replay overheads), where it was the best or tied-best of
+          the policies and GE's automatic modes at every stream count on googlenet
+          (1.99x single stream) and inception_v3 (1.85x; min_streams:4 1.57x,
+          critical_path:4 1.83x), in line with Nimble and Opara, which report 1.5-2.5x on
+          these networks at batch 1. benchmarks/gpu_bench.py measures it.
+
+GE's behaviour stays one option away: `pyge.streamPolicy=ge` (or any explicit stream option)
+turns the default off. The default applies only when none of STREAM_OPTIONS is given, so
+the reference example (which sets none, on cpu) is unchanged.
+"""
+from __future__ import annotations
+
+# Any of these in the user's options means "the user decided": no default is added.
+STREAM_OPTIONS = ("ge.enableSingleStream", "ge.streamMaxParallelNum", "ge.autoMultistreamParallelMode",
+                  "pyge.streamPolicy", "pyge.policyFile", "pyge.maxStreams", "pyge.costFile")
+
+_DEFAULTS: dict[str, dict[str, str]] = {
+    "cpu": {},
+    "cuda": {"pyge.streamPolicy": "list_schedule"},
+}
+
+
+def default_policy(device: str) -> dict[str, str]:
+    """The options pyge adds for `device` ("cpu", "cuda", "cuda:N") when the user gave no
+    stream option; an empty dict means GE's rules."""
+    kind = "cuda" if str(device).startswith("cuda") else "cpu"
+    return dict(_DEFAULTS[kind])
+
+
+def with_default_policy(options, device: str) -> dict[str, str]:
+    """`options` (a dict, an Options or None) as a dict, plus the device's default policy
+    unless a stream option is already set. What pyge.compile calls before parsing options:
+
+        opts = parse_options(with_default_policy(options, dev))
+    """
+    raw = getattr(options, "raw", options)          # an Options keeps what the user gave in .raw
+    opts = {k: v for k, v in dict(raw or {}).items()}
+    if any(k in opts for k in STREAM_OPTIONS):
+        return opts
+    return {**default_policy(device), **opts}

@@ -1,0 +1,117 @@
+"""The tuner: candidates, pruning, never slower than single stream, policy files, `pyge tune`."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import pyge
+from pyge.tuning import OpCosts, measure_costs, random_feeds, static_costs, tune
+from pyge.tuning.cli_tune import add_tune_parser, run_tune
+
+
+def _branchy_onnx(branches: int = 4, n: int = 96) -> onnx.ModelProto:
+    """x -> Relu -> `branches` independent MatMul->Tanh chains -> Sum."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="root")]
+    inits, outs = [], []
+    for i in range(branches):
+        w = numpy_helper.from_array(rng.standard_normal((n, n)).astype(np.float32) / n, f"w{i}")
+        inits.append(w)
+        nodes.append(helper.make_node("MatMul", ["r", f"w{i}"], [f"m{i}"], name=f"mm{i}"))
+        nodes.append(helper.make_node("Tanh", [f"m{i}"], [f"t{i}"], name=f"tanh{i}"))
+        outs.append(f"t{i}")
+    nodes.append(helper.make_node("Sum", outs, ["y"], name="join"))
+    g = helper.make_graph(nodes, "branchy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _chain_graph():
+    b = pyge.GraphBuilder("chain")
+    v = b.input("x", "float32", (8, 8))
+    for i in range(5):
+        v = b.op("Relu" if i % 2 else "Abs", [v], name=f"c{i}")
+    b.graph.outputs.append(v)
+    return b.build()
+
+
+def test_simulated_tuning_tries_every_policy_and_writes_a_reproducible_file(tmp_path):
+    g = pyge.load_onnx(_branchy_onnx())
+    res = tune(g, "cpu", measure=False, stream_counts=[2, 4], top=2)
+    names = [c.name for c in res.candidates]
+    assert names[:3] == ["single", "single_again", "ge"]
+    for p in ("critical_path", "min_streams", "list_schedule", "ge_LoadBalance", "ge_MainStream"):
+        assert any(n.startswith(p) for n in names)
+    assert res.best.name != "single" and res.best.sim_s < res.single.sim_s
+    text = res.table()
+    assert "chosen:" in text and all(n in text for n in names)
+    path = tmp_path / "p.json"
+    res.write(path)
+    data = json.loads(path.read_text())
+    assert data["version"] == 1 and data["tuned"]["choice"] == res.best.name
+    m = pyge.compile(g, options={"pyge.policyFile": str(path)})
+    assert [(pn.name, pn.stream) for pn in m.plan.nodes] == \
+        [(pn.name, pn.stream) for pn in res.best.model.plan.nodes]
+
+
+def test_duplicate_plans_are_listed_but_not_retried():
+    res = tune(_chain_graph(), "cpu", measure=False, stream_counts=[2])
+    dup = [c for c in res.candidates if c.same_as is not None]
+    assert dup and all(c.note.startswith("same plan as") for c in dup)
+    assert res.best is res.single                 # a chain: nothing to gain, single stream kept
+
+
+def test_measured_tuning_is_never_slower_than_single_stream(tmp_path):
+    g = pyge.load_onnx(_branchy_onnx())
+    res = tune(g, "cpu", stream_counts=[2], top=2, budget_s=2.0, min_rounds=5, max_rounds=12)
+    assert res.costs.source == "measured" and set(res.costs.times) == {n.name for n in res.single.model.graph.nodes}
+    timed = [c for c in res.candidates if c.times]
+    assert res.single in timed and len(timed) >= 3 and all(len(c.times) >= 5 for c in timed)
+    assert res.best is res.single or res.best.ratio < 0.98
+    control = next(c for c in res.candidates if c.name == "single_again")
+    assert control.times and control.same_as is None      # timed, though its plan is single's
+    assert res.elapsed_s < 60
+
+
+def test_a_candidate_must_beat_single_by_the_margin():
+    g = pyge.load_onnx(_branchy_onnx())
+    res = tune(g, "cpu", measure=False, stream_counts=[2], min_gain=0.99)
+    assert res.best is res.single and "not clearly faster than single" in " ".join(c.note for c in res.candidates)
+
+
+def test_costs_round_trip_and_static_fallback(tmp_path):
+    g = pyge.load_onnx(_branchy_onnx(branches=2, n=16))
+    c = measure_costs(g, "cpu", runs=2, warmup=1)
+    assert c.times and all(t > 0 for t in c.times.values())
+    c.save(tmp_path / "c.json")
+    back = OpCosts.load(tmp_path / "c.json")
+    assert back.times == pytest.approx(c.times, rel=1e-3, abs=1e-9) and back.threads == c.threads
+    compiled = pyge.compile(g).graph
+    s = static_costs(compiled, "cuda")
+    assert set(s.times) == {n.name for n in compiled.nodes} and s.source == "static"
+    feeds = random_feeds(g)
+    assert feeds["x"].shape == (16, 16) and feeds["x"].dtype == np.float32
+
+
+def test_pyge_tune_command(tmp_path, capsys):
+    model = tmp_path / "branchy.onnx"
+    onnx.save(_branchy_onnx(), model)
+    parser = argparse.ArgumentParser(prog="pyge")
+    add_tune_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["tune", str(model), "--budget-s", "1", "--streams", "2", "--top", "1",
+                              "--costs", str(tmp_path / "costs.json"), "-O", "pyge.verify=true"])
+    assert run_tune(args) == 0
+    out = capsys.readouterr().out
+    assert "chosen:" in out and "pyge.policyFile=" in out
+    policy = json.loads((tmp_path / "branchy.policy.json").read_text())
+    assert set(policy["streams"]) >= {"root", "join", "mm0"}
+    assert policy["tuned"]["use_with"]["pyge.verify"] == "true"
+    assert json.loads((tmp_path / "costs.json").read_text())["unit"] == "us"
+    bad = parser.parse_args(["tune", str(model), "--streams", "0"])
+    with pytest.raises(pyge.PygeError, match="--streams"):
+        run_tune(bad)
