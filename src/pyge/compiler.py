@@ -4,16 +4,17 @@
      2 check_ops         every op has a kernel (UnsupportedOperatorError lists them all)
      3 infer_types       ONNX type/shape inference on the copy
      4 fold_constants    (ge.exec.enableFusion) constant subgraphs become initializers
-     5 assign_engines    every node gets an engine (compute, skip, independent, attach)
-     6 allocate_streams  GE's built-in chain, or single stream, or an automatic mode
-     7 stream_policy     (pyge.streamPolicy / pyge.policyFile) a built-in policy pass
-     8 custom_passes     user stream passes, root graph then each subgraph
-     9 renumber_streams  used ids -> 0..N-1
-    10 build_plan        per-stream launch lists
-    11 insert_events     minimal Send/Recv pairs
-    12 assign_event_ids  reuse physical event ids
-    13 plan_memory       stream-aware buffer reuse and release points
-    14 verify            happens-before, deadlock freedom, reuse safety (pyge.verify)
+     5 fuse_conv_bn      (ge.exec.enableFusion) inference BatchNormalization folded into its Conv
+     6 assign_engines    every node gets an engine (compute, skip, independent, attach)
+     7 allocate_streams  GE's built-in chain, or single stream, or an automatic mode
+     8 stream_policy     (pyge.streamPolicy / pyge.policyFile) a built-in policy pass
+     9 custom_passes     user stream passes, root graph then each subgraph
+    10 renumber_streams  used ids -> 0..N-1
+    11 build_plan        per-stream launch lists
+    12 insert_events     minimal Send/Recv pairs
+    13 assign_event_ids  reuse physical event ids
+    14 plan_memory       stream-aware buffer reuse and release points
+    15 verify            happens-before, deadlock freedom, reuse safety (pyge.verify)
 """
 from __future__ import annotations
 
@@ -58,6 +59,12 @@ def _fold(st: CompileState) -> None:
     if st.options["ge.exec.enableFusion"]:
         from .passes.fold_constants import fold_constants
         fold_constants(st.graph)
+
+
+def _fuse(st: CompileState) -> None:
+    if st.options["ge.exec.enableFusion"]:
+        from .passes.fuse_conv_bn import fuse_conv_bn
+        fuse_conv_bn(st.graph)
 
 
 def _engines(st: CompileState) -> None:
@@ -122,7 +129,8 @@ PIPELINE = [
     Pass("check_ops", _check_ops, requires=("owned",), ensures=("supported",)),
     Pass("infer_types", _infer, requires=("owned",), ensures=("typed",), dump_stage="InferShapes"),
     Pass("fold_constants", _fold, requires=("typed",), ensures=("folded",), dump_stage="FoldConstants"),
-    Pass("assign_engines", _engines, requires=("folded",), ensures=("engines",)),
+    Pass("fuse_conv_bn", _fuse, requires=("folded",), ensures=("fused",), dump_stage="FuseConvBN"),
+    Pass("assign_engines", _engines, requires=("fused",), ensures=("engines",)),
     Pass("allocate_streams", _streams, requires=("engines",), ensures=("streams",),
          dump_stage="AssignLogicStream"),
     Pass("stream_policy", _policy, requires=("streams",), ensures=("policy",), dump_stage="StreamPolicy"),

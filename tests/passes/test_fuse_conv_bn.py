@@ -1,0 +1,59 @@
+"""Conv+BatchNormalization fusion: same numbers, fewer nodes, names kept, switch honoured."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+
+import pyge
+
+LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+
+
+def _conv_bn(conv_out_used_twice: bool = False):
+    rng = np.random.default_rng(0)
+    b = pyge.GraphBuilder("cbn")
+    x = b.input("x", "float32", (1, 3, 8, 8))
+    w = b.initializer("w", rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    c = b.op("Conv", [x, w], name="conv", pads=[1, 1, 1, 1])
+    params = [b.initializer(n, rng.uniform(0.5, 1.5, 4).astype(np.float32)) for n in ("g", "be", "m", "v")]
+    y = b.op("BatchNormalization", [c, *params], name="bn", epsilon=1e-3)
+    r = b.op("Relu", [y], name="relu")
+    b.output(r)
+    if conv_out_used_twice:
+        b.output(c)
+    return b.build()
+
+
+def _feeds():
+    return {"x": np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+
+
+def test_fused_matches_unfused_and_keeps_conv_name():
+    g = _conv_bn()
+    fused = pyge.compile(g)
+    plain = pyge.compile(g, options={"ge.exec.enableFusion": "false"})
+    assert [n.name for n in fused.plan.nodes] == ["conv", "relu"]
+    assert [n.name for n in plain.plan.nodes] == ["conv", "bn", "relu"]
+    a, b = fused.run(_feeds()), plain.run(_feeds())
+    np.testing.assert_allclose(a["relu_out"], b["relu_out"], rtol=1e-5, atol=1e-5)
+    assert "conv+bn" in fused.graph.metadata["fused"]
+
+
+def test_not_fused_when_conv_output_is_also_read_elsewhere():
+    m = pyge.compile(_conv_bn(conv_out_used_twice=True))
+    assert "bn" in [n.name for n in m.plan.nodes]
+
+
+@pytest.mark.parametrize("name", ["resnet50", "shufflenet"])
+def test_light_models_same_outputs(name):
+    g = pyge.load_onnx(os.path.join(LIGHT, f"light_{name}.onnx"))
+    feeds = {v.name: np.random.default_rng(0).standard_normal(v.shape).astype(np.float32) for v in g.inputs}
+    fused = pyge.compile(g)
+    plain = pyge.compile(g, options={"ge.exec.enableFusion": "false"})
+    assert len(fused.plan.nodes) < len(plain.plan.nodes)
+    out_f, out_p = fused.run(feeds), plain.run(feeds)
+    for k in out_p:
+        np.testing.assert_allclose(out_f[k], out_p[k], rtol=1e-4, atol=1e-6)
