@@ -77,8 +77,26 @@ def feeds_to_device(arrays: list[Any], device: Any) -> list[Any]:
     return [to_torch(a, device) for a in arrays]
 
 
-def outputs_to_numpy(plan: Plan, env_out: list[Any]) -> dict[str, Any]:
-    return {plan.values[vi].name: to_numpy(x) for vi, x in zip(plan.outputs, env_out)}
+def outputs_to_numpy(plan: Plan, env_out: list[Any], owned: Any = ()) -> dict[str, Any]:
+    """Outputs as numpy arrays, none sharing memory with `owned` (the feeds and the model's
+    constants) or with one another: Identity or Reshape of an input or a weight returns a
+    view, and a caller writing into that output must not change its feeds, a later output,
+    or the weights every later run reads. Fresh results are not copied."""
+    seen = {_storage(t) for t in owned if isinstance(t, torch.Tensor) and t.device.type == "cpu"}
+    out = {}
+    for vi, x in zip(plan.outputs, env_out):
+        if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.numel() > 0:
+            key = _storage(x)
+            if key in seen:
+                x = x.clone()
+            else:
+                seen.add(key)
+        out[plan.values[vi].name] = to_numpy(x)
+    return out
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
 
 
 def constants(graph: Graph, plan: Plan, device: Any) -> dict[int, Any]:

@@ -287,11 +287,12 @@ class CpuExecutor:
             env = job.env
             for vi, t in self.consts.items():
                 env[vi] = t
-            for vi, t in zip(plan.inputs, feeds_to_device(arrays, self.device)):
+            fed = feeds_to_device(arrays, self.device)
+            for vi, t in zip(plan.inputs, fed):
                 env[vi] = t
             self._execute(job)
             outs = [env[i] for i in plan.outputs]
-        return outputs_to_numpy(plan, outs)
+        return outputs_to_numpy(plan, outs, [*self.consts.values(), *fed])
 
     def _execute(self, job: _Job) -> None:
         if not self.busy:

@@ -31,7 +31,8 @@ class SequentialExecutor:
         env: list[Any] = [None] * len(plan.values)
         for vi, t in self.consts.items():
             env[vi] = t
-        for vi, t in zip(plan.inputs, feeds_to_device(arrays, self.device)):
+        fed = feeds_to_device(arrays, self.device)
+        for vi, t in zip(plan.inputs, fed):
             env[vi] = t
         for ni in self.order:
             pn = plan.nodes[ni]
@@ -50,4 +51,5 @@ class SequentialExecutor:
                 env[vi] = r
             for vi in pn.free_after:
                 env[vi] = None
-        return outputs_to_numpy(plan, [env[i] for i in plan.outputs])
+        return outputs_to_numpy(plan, [env[i] for i in plan.outputs],
+                                [*self.consts.values(), *fed])

@@ -9,6 +9,7 @@ works on a clone, so the user's graph is untouched either way.
 from __future__ import annotations
 
 import logging
+import numbers
 from typing import Any, Callable, Mapping
 
 from ...errors import CustomPassError
@@ -58,15 +59,19 @@ def _call(reg: CustomPassRegistration, g: Graph, view: ConstGraph, ctx: StreamPa
     log.debug("running custom stream pass %s on graph %s", reg.name, g.name)
     try:
         ret = reg.stream_fn(view, ctx)
-    except Exception as err:  # noqa: BLE001 - any failure of user code stops compilation, named
+    # SystemExit too: a pass calling sys.exit() must not end the user's program.
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - any failure of user code stops compilation, named
         msg = f"{type(err).__name__}: {err}"
         if ctx.get_error_message():
             msg += f"; pass message: {ctx.get_error_message()}"
         raise CustomPassError(reg.name, "exception", msg + where) from err
-    if isinstance(ret, bool) or not isinstance(ret, int):
+    finally:
+        ctx._close()   # a context kept by the pass must not change the model after the call
+    if isinstance(ret, bool) or not isinstance(ret, numbers.Integral):
         raise CustomPassError(reg.name, repr(ret), f"a stream pass must return a status such as "
                               f"GRAPH_SUCCESS, not {type(ret).__name__}"
                               f"{'; ' + ctx.get_error_message() if ctx.get_error_message() else ''}{where}")
+    ret = int(ret)   # numpy integers are statuses too
     if ret != GRAPH_SUCCESS:
         code = GraphStatus(ret) if ret in GraphStatus._value2member_map_ else ret
         raise CustomPassError(reg.name, code, (ctx.get_error_message() or "(no message)") + where)

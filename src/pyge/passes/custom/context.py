@@ -6,12 +6,17 @@ out by `allocate_next_stream_id` so far, and a pass on a subgraph may also put a
 stream the root graph uses. `set_stream_id` refuses ids below 0 or above that maximum and
 nodes of any graph other than the one the pass was handed; a refusal changes nothing,
 returns GRAPH_PARAM_INVALID and leaves a message (see `get_error_message`).
+
+A context is valid only while the pass call it was made for runs: afterwards (the pass kept it,
+or handed it to a thread) `set_stream_id` is refused and `allocate_next_stream_id` raises, so
+that nothing can change the graph once the compiler has moved on to renumbering and planning.
 """
 from __future__ import annotations
 
 import enum
 import logging
 import operator
+import threading
 
 from ...errors import PassError
 from ...ir.graph import Graph
@@ -62,6 +67,12 @@ class StreamPassContext:
         self._options = options
         self._book = book if book is not None else StreamBook(graph)
         self._error = ""
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _close(self) -> None:
+        with self._lock:
+            self._closed = True
 
     @property
     def pass_name(self) -> str:
@@ -92,12 +103,20 @@ class StreamPassContext:
         if sid < 0 or sid > self._book.max_id:
             return self._refuse(f"stream id {sid} for node {node.name!r} is outside 0..{self._book.max_id} "
                                 "(the current maximum; allocate_next_stream_id() gives a new stream)")
-        node._node.stream_id = sid
+        with self._lock:
+            if self._closed:
+                return self._refuse(f"set_stream_id({node.name!r}, {sid}) after the pass call returned; "
+                                    "a context is valid only during its pass call")
+            node._node.stream_id = sid
         return GRAPH_SUCCESS
 
     def allocate_next_stream_id(self) -> int:
         """A new stream id, one above the current maximum."""
-        sid = self._book.allocate()
+        with self._lock:
+            if self._closed:
+                raise PassError(f"custom pass {self._pass_name!r}: allocate_next_stream_id() after the "
+                                "pass call returned; a context is valid only during its pass call")
+            sid = self._book.allocate()
         log.debug("custom pass %s allocated stream %d", self._pass_name, sid)
         return sid
 

@@ -181,7 +181,8 @@ def _import_file(vendor: str, path: str, added_modules: list[str]) -> types.Modu
     try:
         with registering_from(f"plugin {path}"):
             spec.loader.exec_module(module)
-    except Exception as err:  # noqa: BLE001 - any failure names the file and the cause
+    # SystemExit too: a plugin calling sys.exit() must not end the user's program.
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - any failure names the file and the cause
         raise PluginError(f"plugin {path} could not be loaded: {type(err).__name__}: {err}") from err
     log.debug("imported plugin %s as %s", path, name)
     return module
@@ -197,7 +198,7 @@ def _load_entry_points(report: PluginReport) -> None:
                 if callable(obj) and not isinstance(obj, (types.ModuleType, type)):
                     if not any(r.stream_fn is obj for r in registered_passes()):
                         register_custom_pass(ep.name).custom_allocate_stream_pass_fn(obj)
-        except Exception as err:  # noqa: BLE001
+        except (Exception, SystemExit) as err:  # noqa: BLE001
             raise PluginError(f"{origin} (group {ENTRY_POINT_GROUP}) could not be loaded: "
                               f"{type(err).__name__}: {err}") from err
         report.entry_points.append(f"{ep.name} = {ep.value}")
