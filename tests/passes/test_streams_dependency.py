@@ -139,3 +139,12 @@ def test_at_most_parallel_num_streams_and_deterministic(g, parallel):
     sa = [n.stream_id for n in a.nodes]
     assert sa == [n.stream_id for n in b.nodes]
     assert min(sa) >= 0 and len(set(sa)) <= parallel
+
+
+def test_ge_engine_names_are_accepted_for_parallel_num():
+    """A GE user's `AIcoreEngine:2` means the compute engine, as in GE."""
+    import pyge
+    from pyge.examples import reference_graph
+    m = pyge.compile(reference_graph(), options={"ge.streamMaxParallelNum": "AIcoreEngine:2"})
+    assert m.num_streams == 2
+    assert m.stream_of("Abs_1") != m.stream_of("Relu_1")

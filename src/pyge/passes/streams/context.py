@@ -38,8 +38,18 @@ class StreamContext:
         return set(self.label_streams.values()) | set(self.independent_streams.values())
 
 
+# GE's engine names, so that a GE user's `AIcoreEngine:2` means what it means in GE.
+GE_ENGINE_ALIASES = {"AIcoreEngine": "compute", "VectorEngine": "compute", "DNN_HCCL": "independent",
+                     "DNN_VM_GE_LOCAL": "skip", "DNN_VM_GE_LOCAL_OP_STORE": "skip"}
+
+
 def check_parallel_num(parsed: dict[str, int]) -> dict[str, int]:
     """Every engine named in ge.streamMaxParallelNum must exist (checked before allocating)."""
+    merged: dict[str, int] = {}
+    for k, v in parsed.items():
+        key = GE_ENGINE_ALIASES.get(k, k) if k not in ENGINE_KIND else k
+        merged[key] = max(v, merged.get(key, 0))
+    parsed = merged
     unknown = sorted(k for k in parsed if k != "*" and k not in ENGINE_KIND)
     if unknown:
         raise OptionError(f"option {PARALLEL_KEY} names unknown engine(s) {', '.join(unknown)}; "
