@@ -6,7 +6,7 @@ counting every dump this process writes, in the order written.
 
 Stages and their levels (a stage is written when its level >= DUMP_GRAPH_LEVEL):
 
-    level 1  InferShapes, FoldConstants, AssignLogicStream, StreamPolicy, RenumberStreams
+    level 1  InferShapes, FoldConstants, FuseConvBN, AssignLogicStream, StreamPolicy, RenumberStreams
              (after the compiler pass of that name; the DumpInstrument asks for them)
     level 2  RunCustomPass_BeforeAssignLogicStream<Pass>, RunCustomPass_AfterAssignLogicStream<Pass>
              (around each custom stream pass, once per graph the pass is run for)
