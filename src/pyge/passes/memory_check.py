@@ -1,20 +1,24 @@
-"""An independent check of a finished memory plan (used by tests; cheap enough to call in
-verify): overlapping byte ranges are ordered, release points follow every use.
+"""A second check of a finished memory plan, from the planner's side (used by tests; the
+verifier's own check is verify_memory.py): overlapping byte ranges are ordered, release
+points follow every use.
 
 Re-derives happens-before from the plan's steps (memory_order.HappensBefore) and compares
-every pair of values whose arena ranges overlap, whatever their buffer ids.
+every pair of values whose arena ranges overlap, whatever their buffer ids: pairwise within
+each group of overlapping ranges, so meant for test-sized plans.
 """
 from __future__ import annotations
 
 from ..errors import VerificationError
 from ..plan.plan import Plan
-from .memory import is_planned, value_uses
+from .memory import is_planned, value_readers
 from .memory_order import HappensBefore
 
 
 def memory_problems(plan: Plan) -> list[str]:
     hb = HappensBefore(plan)
-    uses, _ = value_uses(plan)
+    readers = value_readers(plan)
+    uses = [hb.frontier(readers[v.index] + ([v.producer] if v.producer >= 0 else []))
+            for v in plan.values]
     problems: list[str] = []
     mem = plan.memory
     spans = []
@@ -45,7 +49,7 @@ def memory_problems(plan: Plan) -> list[str]:
     return problems
 
 
-def _release_problems(plan: Plan, hb: HappensBefore, uses: list[int]) -> list[str]:
+def _release_problems(plan: Plan, hb: HappensBefore, uses: list) -> list[str]:
     problems = []
     released: dict[int, str] = {}
     for n in plan.nodes:
