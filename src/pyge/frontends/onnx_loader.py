@@ -88,6 +88,10 @@ def load_onnx(model: str | os.PathLike | onnx.ModelProto | bytes, infer: bool = 
 def refine_types(g: Graph) -> None:
     """Re-run ONNX inference on an IR graph and copy newly known dtypes/shapes back."""
     from .onnx_proto import graph_to_model
+    # Only root-graph node outputs lacking a dtype or a shape are ever written back: when
+    # none lacks one, inference (a whole-graph ONNX round trip) could change nothing.
+    if all(o.dtype is not None and o.shape is not None for n in g._nodes for o in n._outputs):
+        return
     try:
         mp = graph_to_model(g)
         inferred = onnx.shape_inference.infer_shapes(mp, check_type=False, strict_mode=False,

@@ -23,6 +23,9 @@ class GraphBuilder:
         self.graph.opset_imports = {"": opset}
         self._names: set[str] = set()
         self._node_names: set[str] = set()
+        # name -> node, so that control_edge is O(1) (a scan of the graph made building a
+        # 100k-node graph quadratic); checked against the graph, which callers may edit.
+        self._by_name: dict[str, Node] = {}
 
     def input(self, name: str, dtype: str = "float32", shape: Sequence | None = None) -> Value:
         self._claim(name)
@@ -60,6 +63,7 @@ class GraphBuilder:
             self._claim(on)
             vals.append(node.add_output(Value(on)))
         self.graph.add_node(node)
+        self._by_name[name] = node
         return vals[0] if len(vals) == 1 else tuple(vals)
 
     def output(self, v: Value, name: str | None = None) -> Value:
@@ -70,8 +74,14 @@ class GraphBuilder:
 
     def control_edge(self, before: str, after: str) -> None:
         """A control dependency: node `after` waits for node `before` (no data flows)."""
-        self.graph.node(after).control_preds.append(self.graph.node(before))
+        self._node(after).control_preds.append(self._node(before))
         self.graph.invalidate()
+
+    def _node(self, name: str) -> Node:
+        n = self._by_name.get(name)
+        if n is not None and n.graph is self.graph and n.name == name:
+            return n
+        return self.graph.node(name)   # renamed or removed behind our back: the slow, exact way
 
     def build(self) -> Graph:
         # Shapes and dtypes of intermediates are inferred when the graph is compiled.

@@ -136,6 +136,8 @@ class Node:
     def implicit_inputs(self) -> list[Value]:
         """Outer-scope values read by this node's subgraphs (dependencies, too)."""
         found: dict[int, Value] = {}
+        if not self.attrs:
+            return []
         for g in self.subgraphs:
             for v in g.outer_references():
                 found.setdefault(id(v), v)
@@ -154,11 +156,21 @@ class Node:
     @property
     def predecessors(self) -> list["Node"]:
         """Nodes of the same graph this node depends on (data, implicit and control)."""
+        # Hot (every pass walks the graph through it): producers are deduplicated in the
+        # order of first use, which is the order all_inputs() would give; implicit inputs
+        # only when the node holds a subgraph.
+        g = self.graph
         out: dict[int, Node] = {}
-        for v in self.all_inputs():
-            p = v.producer
-            if p is not None and p.graph is self.graph:
-                out.setdefault(id(p), p)
+        for v in self._inputs:
+            if v is not None:
+                p = v.producer
+                if p is not None and p.graph is g:
+                    out.setdefault(id(p), p)
+        if self.attrs and self.subgraphs:
+            for v in self.implicit_inputs():
+                p = v.producer
+                if p is not None and p.graph is g:
+                    out.setdefault(id(p), p)
         for p in self.control_preds:
             out.setdefault(id(p), p)
         return list(out.values())
@@ -308,28 +320,61 @@ class Graph:
         return out
 
     def topological_sort(self) -> list[Node]:
-        """Kahn's algorithm, stable with respect to the current node order. Raises on a cycle."""
-        index = {id(n): i for i, n in enumerate(self._nodes)}
-        indeg = {}
-        succs: dict[int, list[Node]] = {id(n): [] for n in self._nodes}
-        for n in self._nodes:
-            preds = [p for p in n.predecessors if id(p) in index]
-            indeg[id(n)] = len(preds)
-            for p in preds:
-                succs[id(p)].append(n)
+        """Kahn's algorithm, stable with respect to the current node order. Raises on a cycle.
+
+        Runs about ten times per compile, so it works on integer indices, and when the
+        current order already is topological (the common case: passes keep it so) it
+        returns it as is, which is exactly what the stable Kahn pass would return.
+        """
+        nodes = self._nodes
+        index = {id(n): i for i, n in enumerate(nodes)}
+        get = index.get
+        preds: list[list[int]] = []
+        in_order = True
+        for i, n in enumerate(nodes):
+            if n.attrs:    # may hold a subgraph (implicit inputs): the general way
+                ps = [index[id(p)] for p in n.predecessors if id(p) in index]
+            else:          # inlined Node.predecessors, as indices (deduplicated below)
+                ps = []
+                for v in n._inputs:
+                    if v is not None:
+                        p = v.producer
+                        if p is not None and p.graph is self:
+                            j = get(id(p))
+                            if j is not None:
+                                ps.append(j)
+                for p in n.control_preds:
+                    j = get(id(p))
+                    if j is not None:
+                        ps.append(j)
+                if len(ps) > 1:
+                    ps = list(dict.fromkeys(ps))
+            if in_order:
+                for j in ps:
+                    if j >= i:
+                        in_order = False
+                        break
+            preds.append(ps)
+        if in_order:
+            return list(nodes)
+        indeg = [len(ps) for ps in preds]
+        succs: list[list[int]] = [[] for _ in nodes]
+        for i, ps in enumerate(preds):
+            for j in ps:
+                succs[j].append(i)
         import heapq
-        ready = [(index[id(n)], n) for n in self._nodes if indeg[id(n)] == 0]
+        ready = [i for i, d in enumerate(indeg) if d == 0]
         heapq.heapify(ready)
         order: list[Node] = []
         while ready:
-            _, n = heapq.heappop(ready)
-            order.append(n)
-            for s in succs[id(n)]:
-                indeg[id(s)] -= 1
-                if indeg[id(s)] == 0:
-                    heapq.heappush(ready, (index[id(s)], s))
-        if len(order) != len(self._nodes):
-            stuck = [n for n in self._nodes if indeg[id(n)] > 0]
+            i = heapq.heappop(ready)
+            order.append(nodes[i])
+            for s in succs[i]:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    heapq.heappush(ready, s)
+        if len(order) != len(nodes):
+            stuck = [n for i, n in enumerate(nodes) if indeg[i] > 0]
             raise GraphCycleError(
                 f"graph {self.name!r} has a cycle through node {stuck[0].name!r} ({stuck[0].op_type})")
         return order

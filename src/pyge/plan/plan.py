@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import math
+
 import numpy as np
 
 LAUNCH, RECORD, WAIT = 0, 1, 2
@@ -153,13 +155,27 @@ class Plan:
     __str__ = format
 
 
+_ITEMSIZE: dict[str, int] = {}   # dtype name -> bytes per element (np.dtype costs ~10 us a call)
+
+
+def _itemsize(dtype: str) -> int:
+    item = _ITEMSIZE.get(dtype)
+    if item is None:
+        try:
+            item = np.dtype(dtype).itemsize
+        except TypeError:
+            item = 2 if dtype == "bfloat16" else 4
+        _ITEMSIZE[dtype] = item
+    return item
+
+
 def value_nbytes(dtype: str | None, shape: tuple | None) -> int:
     if dtype is None or shape is None or dtype == "object":
         return 0
-    if any(not isinstance(d, int) or d < 0 for d in shape):
-        return 0
-    try:
-        item = np.dtype(dtype).itemsize
-    except TypeError:
-        item = 2 if dtype == "bfloat16" else 4
-    return int(np.prod(shape, dtype=np.int64)) * item
+    for d in shape:
+        if not isinstance(d, int) or d < 0:
+            return 0
+    count = math.prod(shape)
+    if count >= 1 << 63:   # keep numpy's int64 arithmetic (wrap-around) for absurd shapes
+        count = int(np.prod(shape, dtype=np.int64))
+    return count * _itemsize(dtype)

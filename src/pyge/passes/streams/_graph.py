@@ -52,22 +52,37 @@ class EffectivePreds:
 
 
 class Reach:
-    """Ancestor and descendant sets of every node as Python-int bitsets (cheap for 10^4 nodes)."""
+    """Ancestor and descendant sets of every node as Python-int bitsets (cheap for 10^4 nodes).
+
+    Stored inclusive of the node itself (`up[i]` = ancestors + i, `down[i]` = descendants + i):
+    a node then costs one big-int OR per edge instead of two, which matters at 10^5 nodes.
+    """
 
     def __init__(self, graph: Graph, order: list[Node] | None = None):
         self.order = order if order is not None else graph.topological_sort()
-        self.index = {id(n): i for i, n in enumerate(self.order)}
-        self.anc = [0] * len(self.order)
-        self.desc = [0] * len(self.order)
-        preds = [[self.index[id(p)] for p in n.predecessors if id(p) in self.index] for n in self.order]
-        for i in range(len(self.order)):
-            a = 0
+        self.index = index = {id(n): i for i, n in enumerate(self.order)}
+        n = len(self.order)
+        preds = [[index[id(p)] for p in m.predecessors if id(p) in index] for m in self.order]
+        up = [0] * n
+        for i in range(n):
+            a = 1 << i
             for p in preds[i]:
-                a |= self.anc[p] | (1 << p)
-            self.anc[i] = a
-        for i in reversed(range(len(self.order))):
+                a |= up[p]
+            up[i] = a
+        down = [1 << i for i in range(n)]
+        for i in reversed(range(n)):
+            d = down[i]
             for p in preds[i]:
-                self.desc[p] |= self.desc[i] | (1 << i)
+                down[p] |= d
+        self.up, self.down = up, down
+
+    @property
+    def anc(self) -> list[int]:
+        return [a ^ (1 << i) for i, a in enumerate(self.up)]
+
+    @property
+    def desc(self) -> list[int]:
+        return [d ^ (1 << i) for i, d in enumerate(self.down)]
 
     def bit(self, node: Node) -> int:
         return 1 << self.index[id(node)]
@@ -75,7 +90,7 @@ class Reach:
     def related(self, node: Node) -> int:
         """Bitset of the node, its ancestors and its descendants: everything ordered with it."""
         i = self.index[id(node)]
-        return self.anc[i] | self.desc[i] | (1 << i)
+        return self.up[i] | self.down[i]
 
     def all_bits(self) -> int:
         return (1 << len(self.order)) - 1

@@ -117,10 +117,19 @@ def _best_slot(sim: _Sim, n: Node, slots: list[int], free: dict[tuple, float]) -
     for p in by_finish:
         if sim.where[id(p)] not in pref:
             pref.append(sim.where[id(p)])
+    # The latest producer finish per stream, so that each slot's ready time costs one pass
+    # over the (few) streams instead of over all producers. Exactly ready_on(): rounding is
+    # monotonic, so max(f + EVENT_S) == max(f) + EVENT_S.
+    latest: dict[tuple, float] = {}
+    for p in sim.preds[id(n)]:
+        where, f = sim.where[id(p)], sim.finish[id(p)]
+        if f > latest.get(where, -1.0):
+            latest[where] = f
     best = None
     for k in slots:
         key = ("slot", k)
-        t = max(free.get(key, 0.0), sim.ready_on(n, key))
+        ready = max((f if where == key else f + EVENT_S for where, f in latest.items()), default=0.0)
+        t = max(free.get(key, 0.0), ready)
         # Round to nanoseconds so that float noise cannot break a tie differently per run.
         rank = (round(t * 1e9), pref.index(key) if key in pref else len(pref), k)
         if best is None or rank < best[0]:

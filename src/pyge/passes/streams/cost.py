@@ -32,18 +32,28 @@ def numel(v: Value | None) -> int:
         return 0
     if v.shape is None:
         return UNKNOWN_NUMEL
-    return math.prod(d if isinstance(d, int) and d >= 0 else 1 for d in v.shape)
+    shape = v.shape
+    for d in shape:
+        if not isinstance(d, int) or d < 0:
+            return math.prod(d if isinstance(d, int) and d >= 0 else 1 for d in shape)
+    return math.prod(shape)
 
 
 def nbytes(v: Value | None) -> int:
     if v is None or v.kind != "tensor":
         return 0
-    try:
-        size = np.dtype(v.dtype).itemsize if v.dtype not in (None, "bfloat16", "object") else (
-            2 if v.dtype == "bfloat16" else 8 if v.dtype == "object" else 4)
-    except TypeError:
-        size = 4
+    size = _ITEMSIZE.get(v.dtype)
+    if size is None:   # np.dtype costs ~10 us a call: remember each dtype's size
+        try:
+            size = np.dtype(v.dtype).itemsize if v.dtype not in (None, "bfloat16", "object") else (
+                2 if v.dtype == "bfloat16" else 8 if v.dtype == "object" else 4)
+        except TypeError:
+            size = 4
+        _ITEMSIZE[v.dtype] = size
     return numel(v) * size
+
+
+_ITEMSIZE: dict[str | None, int] = {}
 
 
 def _in(n: Node, i: int) -> Value | None:

@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 def assign_independent(graph: Graph, ctx: StreamContext) -> int:
     """Give each independent-engine node of `graph` its (engine, label) stream; returns how many."""
     count = 0
+    if not any(kind_of(n) == INDEPENDENT for n in graph._nodes):
+        return 0   # the common case: no need for the topological order
     for n in graph.topological_sort():
         if kind_of(n) != INDEPENDENT:
             continue

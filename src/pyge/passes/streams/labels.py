@@ -20,6 +20,10 @@ log = logging.getLogger(__name__)
 def assign_by_label(graph: Graph, ctx: StreamContext) -> int:
     """Give every labelled node of `graph` (not its subgraphs) its label's stream; returns how many."""
     count = 0
+    # Most graphs have no label: then skip the topological sort (the order only matters
+    # for which label opens a stream first).
+    if not any(label_of(n) is not None and kind_of(n) != INDEPENDENT for n in graph._nodes):
+        return 0
     for n in graph.topological_sort():
         label = label_of(n)
         if label is None or kind_of(n) == INDEPENDENT:
