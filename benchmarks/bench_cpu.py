@@ -1,8 +1,11 @@
 """CPU latency of the light models: pyge against onnxruntime, measured side by side.
 
-Every configuration runs in the same process, interleaved round by round (A B C A B C ...),
-so machine noise hits them alike; the figure reported is the median per-round ratio to
-onnxruntime's sequential mode (ratio < 1: pyge faster).
+Every configuration runs in the same process, interleaved round by round in a fresh random
+order each round, so machine noise hits them alike; the figure reported is the median
+per-round ratio to onnxruntime's sequential mode (ratio < 1: pyge faster). Each timed call
+starts after a 20 ms pause: onnxruntime's worker threads keep spinning for a while after a
+run, and without the pause they slow down whatever runs next (measured: 20-30% on the
+configuration timed right after onnxruntime).
 
     python benchmarks/bench_cpu.py                       # inception_v1, resnet50
     python benchmarks/bench_cpu.py --models all --rounds 30
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -63,8 +67,12 @@ def bench_model(name: str, rounds: int, multi: bool) -> dict:
         fn(feeds)
         fn(feeds)
     times: dict[str, list[float]] = {k: [] for k in runners}
+    order = list(runners.items())
+    rng = random.Random(0)
     for _ in range(rounds):
-        for k, fn in runners.items():
+        rng.shuffle(order)
+        for k, fn in order:
+            time.sleep(0.02)
             t0 = time.perf_counter()
             fn(feeds)
             times[k].append(time.perf_counter() - t0)

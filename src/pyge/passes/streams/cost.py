@@ -68,7 +68,7 @@ def _shape(v: Value | None) -> tuple:
 def flops(n: Node) -> float:
     out = sum(numel(o) for o in n.outputs)
     op = n.op_type
-    if op in ("Conv", "ConvTranspose", "ConvInteger", "QLinearConv"):
+    if op in ("Conv", "FusedConv", "ConvTranspose", "ConvInteger", "QLinearConv"):
         w = _shape(_in(n, 3 if op == "QLinearConv" else 1))
         per_out = math.prod(w[1:]) if len(w) > 1 else 1
         if op == "ConvTranspose":   # each input element scatters into kernel-size outputs
