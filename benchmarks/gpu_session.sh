@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Everything a session with a GPU should run, in one call to the device tool, within about
+# 9 minutes: the gpu-marked tests, the correctness + latency check (issue #5) and the
+# policy benchmark against torch (issue #8). Figures land in $OUT (default ./out).
+#
+#   run(command="bash benchmarks/gpu_session.sh", timeout_s=600)
+#
+# The GPU image has torch, torchvision, onnx and onnxruntime already; pyge runs from the
+# source tree (no install needed).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-./out}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | tee "$OUT/env.txt"
+timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tail -30 | tee "$OUT/gpu_tests.txt"
+timeout 200 python3 benchmarks/gpu_check.py --budget 170 --out "$OUT" 2>&1 | tail -40
+timeout 280 python3 benchmarks/gpu_bench.py --budget-s 250 --out "$OUT" 2>&1 | tail -40
+ls -la "$OUT"
