@@ -13,7 +13,11 @@ OUT=${OUT:-./out}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | tee "$OUT/env.txt"
-timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tail -30 | tee "$OUT/gpu_tests.txt"
+if python3 -c "import pytest" 2>/dev/null; then
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tail -30 | tee "$OUT/gpu_tests.txt"
+else
+  echo "pytest is not installed on this machine: gpu-marked tests not run" | tee "$OUT/gpu_tests.txt"
+fi
 timeout 200 python3 benchmarks/gpu_check.py --budget 170 --out "$OUT" 2>&1 | tail -40
 timeout 280 python3 benchmarks/gpu_bench.py --budget-s 250 --out "$OUT" 2>&1 | tail -40
 ls -la "$OUT"
