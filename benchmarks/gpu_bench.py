@@ -6,7 +6,9 @@ torchvision is missing) and each batch size, exported to ONNX (TorchScript expor
 opset 17) and loaded with pyge.load_onnx:
 
     pyge_single     ge.enableSingleStream=true, CUDA graph replay
-    pyge_default    pyge's default on the device (passes/policies/defaults.py), replay
+    pyge_default    pyge's default on the device (passes/policies/defaults.py), replay; on cuda,
+                    while that default is still GE's rules, the candidate CUDA_CANDIDATE
+                    (list_schedule), so this run is the measurement that decides it
     pyge_tuned      `pyge tune` (measured costs, simulator, timed finalists) -> policy file
     torch_eager     the nn.Module, eval, no_grad
     torch_graph     the nn.Module captured by hand into a torch.cuda.CUDAGraph
@@ -45,7 +47,7 @@ except ImportError:                        # a bare checkout: use the source tre
     sys.path.insert(0, str(HERE.parent / "src"))
     import pyge
 import tv_nets  # noqa: E402
-from pyge.passes.policies.defaults import default_policy  # noqa: E402
+from pyge.passes.policies.defaults import CUDA_CANDIDATE, default_policy  # noqa: E402
 from pyge.tuning import critical_path_bound, measure_costs, tune  # noqa: E402
 
 # Targets of the issue, on an H200 at batch 1: speed-up of pyge_tuned over pyge_single,
@@ -160,7 +162,7 @@ def bench_case(name: str, batch: int, dev: str, a, clock: Clock, tmp: Path, out:
     case = {"model": name, "batch": batch, "notes": {}}
     runners, models = {}, {}
     runners["pyge_single"], models["single"] = pyge_runner(graph, dev, {"ge.enableSingleStream": "true"}, x)
-    default = default_policy(dev)
+    default = default_policy(dev) or (dict(CUDA_CANDIDATE) if dev.startswith("cuda") else {})
     case["notes"]["default_options"] = default
     runners["pyge_default"], models["default"] = pyge_runner(graph, dev, default, x)
     res_t = None

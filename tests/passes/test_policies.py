@@ -17,7 +17,7 @@ from pyge.options import parse_options
 from pyge.passes.engines import assign_engines
 from pyge.passes.policies import POLICIES, apply_policy
 from pyge.passes.policies.chains import hopcroft_karp, min_chain_cover
-from pyge.passes.policies.defaults import default_policy, with_default_policy
+from pyge.passes.policies.defaults import CUDA_CANDIDATE, default_policy, with_default_policy
 from pyge.passes.streams import allocate_streams
 
 ALL = sorted(POLICIES)
@@ -268,15 +268,19 @@ def test_unknown_policy_is_an_option_error():
 
 # -- the default ------------------------------------------------------------------------
 
-def test_default_policy_keeps_ge_on_cpu_and_schedules_on_cuda():
+def test_default_policy_keeps_ge_until_measured():
+    """GE's rules on both devices: the CUDA candidate is unmeasured on hardware so far."""
     assert default_policy("cpu") == {}
-    assert default_policy("cuda")["pyge.streamPolicy"] in POLICIES
+    assert default_policy("cuda") == {}
     assert default_policy("cuda:1") == default_policy("cuda")
-    parse_options(default_policy("cuda"))
+    assert CUDA_CANDIDATE["pyge.streamPolicy"] in POLICIES
+    parse_options(CUDA_CANDIDATE)
 
 
-def test_the_default_applies_only_when_no_stream_option_is_given():
-    assert with_default_policy(None, "cuda") == default_policy("cuda")
+def test_the_default_applies_only_when_no_stream_option_is_given(monkeypatch):
+    import pyge.passes.policies.defaults as d
+    monkeypatch.setitem(d._DEFAULTS, "cuda", dict(CUDA_CANDIDATE))
+    assert with_default_policy(None, "cuda") == default_policy("cuda") == CUDA_CANDIDATE
     assert with_default_policy({"pyge.verify": "false"}, "cuda")["pyge.streamPolicy"] == "list_schedule"
     for key, value in [("pyge.streamPolicy", "ge"), ("ge.enableSingleStream", "true"),
                        ("ge.autoMultistreamParallelMode", "LoadBalance:2"), ("pyge.maxStreams", "2")]:

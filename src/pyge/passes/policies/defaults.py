@@ -11,13 +11,15 @@
           bvlc_alexnet). None stays within 5% of single stream on every model, so none may
           be the default; `pyge tune` (never more than 1% slower, geomean 1.3% faster)
           finds the models where more streams pay.
-    cuda  list_schedule over pyge.maxStreams (4) streams on static costs. UNMEASURED on
-          this project's machines so far: chosen with the simulator (tuning/simulator.py,
-          static GPU costs, graph-replay overheads), where it was the best or tied-best of
-          the policies and GE's automatic modes at every stream count on googlenet
-          (1.99x single stream) and inception_v3 (1.85x; min_streams:4 1.57x,
-          critical_path:4 1.83x), in line with Nimble and Opara, which report 1.5-2.5x on
-          these networks at batch 1. benchmarks/gpu_bench.py measures it.
+    cuda  GE's rules too, until a GPU measurement says otherwise. The simulator
+          (tuning/simulator.py, static GPU costs, graph-replay overheads) recommends
+          list_schedule over pyge.maxStreams (4) streams: best or tied-best of the policies
+          and GE's automatic modes at every stream count on googlenet (1.99x single stream)
+          and inception_v3 (1.85x; min_streams:4 1.57x, critical_path:4 1.83x), in line with
+          Nimble and Opara (1.5-2.5x at batch 1). That recommendation is CUDA_CANDIDATE;
+          benchmarks/gpu_bench.py measures it, and it becomes the default only when a GPU
+          session has measured it (no session so far had a GPU). Until then the reference
+          example behaves on cuda exactly as on cpu.
 
 GE's behaviour stays one option away: `pyge.streamPolicy=ge` (or any explicit stream option)
 turns the default off. The default applies only when none of STREAM_OPTIONS is given, so
@@ -29,9 +31,12 @@ from __future__ import annotations
 STREAM_OPTIONS = ("ge.enableSingleStream", "ge.streamMaxParallelNum", "ge.autoMultistreamParallelMode",
                   "pyge.streamPolicy", "pyge.policyFile", "pyge.maxStreams", "pyge.costFile")
 
+# The simulator's recommendation for CUDA, not yet measured on a GPU (see above).
+CUDA_CANDIDATE: dict[str, str] = {"pyge.streamPolicy": "list_schedule"}
+
 _DEFAULTS: dict[str, dict[str, str]] = {
     "cpu": {},
-    "cuda": {"pyge.streamPolicy": "list_schedule"},
+    "cuda": {},
 }
 
 
