@@ -137,3 +137,69 @@ def test_pull_never_adds_cross_stream_edges(case):
     before = cross()
     pull_isolated(g, StreamContext(next_stream=4))
     assert cross() <= before
+
+
+# -- property: the bounded searches give exactly the all-pairs reachability answers ---------
+
+def _reference_pull(g, ctx) -> int:
+    """The rule as first written: ancestor/descendant sets of every node as bitsets."""
+    from pyge.passes.engines import INDEPENDENT, kind_of
+    from pyge.passes.streams._graph import label_of
+    order = g.topological_sort()
+    index = {id(n): i for i, n in enumerate(order)}
+    related = [1 << i for i in range(len(order))]
+    for i, n in enumerate(order):
+        for p in n.predecessors:
+            if id(p) in index:
+                related[i] |= related[index[id(p)]] & ((1 << i) - 1)   # ancestors of i
+    down = [1 << i for i in range(len(order))]
+    for i in reversed(range(len(order))):
+        for p in order[i].predecessors:
+            if id(p) in index:
+                down[index[id(p)]] |= down[i]
+    related = [a | d for a, d in zip(related, down)]
+    pinned, moved = ctx.pinned_streams(), 0
+    for i, n in enumerate(order):
+        if label_of(n) is not None or kind_of(n) == INDEPENDENT:
+            continue
+        nb = [*n.predecessors, *n.successors]
+        streams = [m.stream_id for m in nb]
+        if not nb or n.stream_id in streams:
+            continue
+        first = {s: k for k, s in reversed(list(enumerate(streams)))}
+        for s in sorted(set(streams) - pinned, key=lambda s: (-streams.count(s), first[s])):
+            on_s = sum(1 << k for k, m in enumerate(order) if m.stream_id == s)
+            if s >= 0 and on_s & ~related[i] == 0:
+                n.stream_id, moved = s, moved + 1
+                break
+    return moved
+
+
+@st.composite
+def wider_dags(draw):
+    """Up to 40 nodes reading up to 3 of the previous 8 values, 1-6 streams, some pinned."""
+    n = draw(st.integers(2, 40))
+    b = pyge.GraphBuilder("wide")
+    vals = [b.input("x", "float32", (4,))]
+    for i in range(n):
+        window = vals[-8:]
+        k = draw(st.integers(1, min(3, len(window))))
+        ins = draw(st.lists(st.sampled_from(window), min_size=k, max_size=k, unique_by=id))
+        vals.append(b.op("Sum", ins, name=f"n{i}"))
+    b.graph.outputs.append(vals[-1])
+    k = draw(st.integers(1, 6))
+    streams = {f"n{i}": draw(st.integers(0, k - 1)) for i in range(n)}
+    pinned = draw(st.sets(st.integers(0, k - 1), max_size=1))
+    return b.build(), streams, pinned
+
+
+@settings(max_examples=300, deadline=None)
+@given(wider_dags())
+def test_pull_matches_all_pairs_reachability(case):
+    graph, streams, pinned = case
+    g, h = _prepared(graph, streams), _prepared(graph, streams)
+    labels = {f"L{s}": s for s in pinned}
+    got = pull_isolated(g, StreamContext(next_stream=6, label_streams=dict(labels)))
+    want = _reference_pull(h, StreamContext(next_stream=6, label_streams=dict(labels)))
+    assert got == want
+    assert {n.name: n.stream_id for n in g.nodes} == {n.name: n.stream_id for n in h.nodes}
