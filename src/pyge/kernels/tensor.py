@@ -24,11 +24,43 @@ def identity(ctx):
 # Reshape / Flatten / Squeeze / Unsqueeze
 
 
+def _reshape(x, shape):
+    """x.reshape(shape), except that a 4-D float result which needs a copy is written
+    channels-last when x's unit-stride axis falls within the result's channels. The channel
+    shuffle (Reshape -> Transpose -> Reshape) of a channels-last conv output then stays
+    channels-last, so the next convolution reads its preferred layout instead of NCHW."""
+    if not isinstance(x, torch.Tensor) or len(shape) != 4 or x.ndim < 2 \
+            or not x.is_floating_point() or x.numel() < 4096 or x.is_contiguous():
+        return x.reshape(shape)
+    try:
+        return x.view(shape)
+    except RuntimeError:
+        pass
+    y_shape = list(shape)
+    if -1 in y_shape:
+        i = y_shape.index(-1)
+        y_shape[i] = x.numel() // max(1, math.prod(d for d in y_shape if d != -1))
+    if y_shape[1] == 1 or math.prod(y_shape) != x.numel():
+        return x.reshape(shape)
+    out = torch.empty(y_shape, dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
+    try:
+        ov = out.view(x.shape)
+    except RuntimeError:
+        return x.reshape(shape)
+    # Worth it only when x's unit-stride axis lies within the channels of the result: in
+    # channels-last those are adjacent in memory (NCHW would scatter them H*W apart).
+    xi = [i for i in range(x.ndim) if x.stride(i) == 1 and x.shape[i] > 1]
+    if len(xi) != 1 or ov.stride(xi[0]) >= y_shape[1]:
+        return x.reshape(shape)
+    ov.copy_(x)
+    return out
+
+
 def _resolve_shape(x, shape, allowzero):
     if not allowzero and 0 in shape:
         # 0 copies the input's dimension at the same index (unless allowzero=1).
         shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
-    return x.reshape(shape)
+    return _reshape(x, shape)
 
 
 @register("Reshape")
@@ -40,7 +72,7 @@ def reshape(ctx):
     if shape is None:
         raise node_error(ctx, "the target shape is missing")
     if allowzero or 0 not in shape:
-        return lambda xs: [xs[0].reshape(shape)]
+        return lambda xs: [_reshape(xs[0], shape)]
     return lambda xs: [_resolve_shape(xs[0], shape, allowzero)]
 
 

@@ -1,0 +1,127 @@
+"""Fast paths in the kernels give the same values as the plain ones.
+
+Reshape: a copy-requiring 4-D reshape of a channels-last-backed view (the channel shuffle
+Reshape -> Transpose -> Reshape after a convolution) is written channels-last; the values
+must equal torch's plain reshape, and the whole shuffle must match onnxruntime.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto, helper
+
+import pyge
+from pyge.kernels.tensor import _reshape
+
+
+@pytest.mark.parametrize("c,h,g", [(136, 28, 4), (272, 14, 4), (24, 20, 3), (64, 16, 2)])
+def test_shuffle_reshape_channels_last(c, h, g):
+    x = torch.randn(1, c, h, h).contiguous(memory_format=torch.channels_last)
+    x5 = x.reshape(1, g, c // g, h, h).permute(0, 2, 1, 3, 4)
+    y = _reshape(x5, [1, c, h, h])
+    assert torch.equal(y, x5.reshape(1, c, h, h))
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    y = _reshape(x5, [1, -1, h, h])
+    assert torch.equal(y, x5.reshape(1, c, h, h))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(2, 8, 16, 16),                                          # contiguous: a view
+    lambda: torch.randn(2, 16, 16, 8).permute(0, 3, 1, 2),                      # channels-last
+    lambda: torch.randn(2, 8, 16, 16).transpose(2, 3),                          # H/W swapped
+    lambda: torch.randn(4, 8, 16, 16).contiguous(memory_format=torch.channels_last)[::2],
+    lambda: torch.randn(2, 4, 2, 16, 16).transpose(1, 2),                       # NCHW shuffle
+])
+@pytest.mark.parametrize("shape", [[2, 8, 16, 16], [2, 4, 32, 16], [2, 16, 8, 16], [2, 8, 256, 1],
+                                   [1, 1024, 1, 4]])
+def test_reshape_matches_plain(make, shape):
+    x = make()
+    if x.ndim == 5:
+        shape = [shape[0], -1] + shape[2:]
+    y = _reshape(x, shape)
+    assert torch.equal(y, x.reshape(shape))
+
+
+def test_reshape_int_and_small_unchanged():
+    x = torch.arange(2 * 4 * 2 * 8 * 8).reshape(2, 4, 2, 8, 8).transpose(1, 2)
+    assert torch.equal(_reshape(x, [2, 8, 8, 8]), x.reshape(2, 8, 8, 8))
+
+
+def test_channel_shuffle_model_matches_onnxruntime():
+    ort = pytest.importorskip("onnxruntime")
+    c, h, g = 48, 14, 4
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((c, c // g, 1, 1)).astype(np.float32)
+    w2 = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    inits = [onnx.numpy_helper.from_array(w1, "w1"), onnx.numpy_helper.from_array(w2, "w2"),
+             onnx.numpy_helper.from_array(np.array([1, g, c // g, h, h], np.int64), "s5"),
+             onnx.numpy_helper.from_array(np.array([1, c, h, h], np.int64), "s4")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], group=g),
+             helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Reshape", ["b", "s5"], ["c"]),
+             helper.make_node("Transpose", ["c"], ["d"], perm=[0, 2, 1, 3, 4]),
+             helper.make_node("Reshape", ["d", "s4"], ["e"]),
+             helper.make_node("Conv", ["e", "w2"], ["y"], group=c, pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "shuffle", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, c, h, h])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, c, h, h])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    x = rng.standard_normal((1, c, h, h)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    m = pyge.compile(pyge.load_onnx(model), device="cpu")
+    got = m.run({"x": x})
+    got = got["y"] if isinstance(got, dict) else got[0]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+
+
+def _bn_fn(eps=1e-5, n_out=1):
+    from pyge.kernels.nn import batch_norm
+
+    class _Ctx:
+        opset = 15
+        num_outputs = n_out
+
+        @staticmethod
+        def attr(name, default=None):
+            return {"epsilon": eps}.get(name, default)
+    return batch_norm(_Ctx)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape,cl", [((2, 8, 5, 7), False), ((1, 16, 9, 9), True), ((3, 6), False),
+                                      ((2, 4, 6), False), ((1, 4, 3, 3, 3), False)])
+def test_batchnorm_affine_matches_batch_norm(dtype, shape, cl):
+    c = shape[1]
+    x = torch.randn(shape, dtype=dtype)
+    if cl:
+        x = x.contiguous(memory_format=torch.channels_last)
+    params = [torch.rand(c, dtype=dtype) + 0.5, torch.randn(c, dtype=dtype),
+              torch.randn(c, dtype=dtype), torch.rand(c, dtype=dtype) + 0.5]
+    fn = _bn_fn(1e-3)
+    want = torch.nn.functional.batch_norm(x, params[2], params[3], params[0], params[1],
+                                          False, 0.0, 1e-3)
+    for _ in range(2):   # the second call reuses the cached affine
+        y = fn([x] + params)[0]
+        torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+    if cl:
+        assert y.is_contiguous(memory_format=torch.channels_last)
+    # New parameter tensors (different values) are picked up, not served from the cache.
+    params2 = [p * 2 for p in params]
+    want2 = torch.nn.functional.batch_norm(x, params2[2], params2[3], params2[0], params2[1],
+                                           False, 0.0, 1e-3)
+    torch.testing.assert_close(fn([x] + params2)[0], want2, rtol=1e-5, atol=1e-5)
+
+
+def test_batchnorm_affine_extra_outputs_and_half():
+    fn = _bn_fn(n_out=3)
+    x = torch.randn(2, 4, 3, 3)
+    ps = [torch.ones(4), torch.zeros(4), torch.randn(4), torch.rand(4) + 0.5]
+    y, rm, rv = fn([x] + ps)
+    assert rm is ps[2] and rv is ps[3]
+    xh = x.to(torch.bfloat16)   # not float32/64: the F.batch_norm path
+    yh = _bn_fn()([xh] + [p.to(torch.bfloat16) for p in ps])[0]
+    torch.testing.assert_close(yh.float(), y, rtol=2e-2, atol=2e-2)
