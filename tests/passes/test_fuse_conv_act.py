@@ -7,7 +7,7 @@ import pytest
 import pyge
 
 
-def _graph(add: bool, relu: bool, extra_use: bool = False):
+def _graph(add: bool, relu: bool, extra_use: bool = False, add_op: str = "Add"):
     rng = np.random.default_rng(0)
     b = pyge.GraphBuilder("car")
     x = b.input("x", "float32", (1, 4, 8, 8))
@@ -15,7 +15,7 @@ def _graph(add: bool, relu: bool, extra_use: bool = False):
     bias = b.initializer("b", rng.standard_normal(4).astype(np.float32))
     y = b.op("Conv", [x, w, bias], name="conv", pads=[1, 1, 1, 1])
     if add:
-        y = b.op("Add", [y, x], name="add")
+        y = b.op(add_op, [y, x], name="add")
     if relu:
         y = b.op("Relu", [y], name="relu")
     b.output(y)
@@ -40,6 +40,14 @@ def test_fused_matches_unfused(add, relu, nodes):
     assert out_f.keys() == out_p.keys()
     for k in out_p:
         np.testing.assert_allclose(out_f[k], out_p[k], rtol=1e-5, atol=1e-5)
+
+
+def test_two_input_sum_fuses_like_add():
+    g = _graph(True, True, add_op="Sum")
+    fused = pyge.compile(g)
+    plain = pyge.compile(g, options={"ge.exec.enableFusion": "false"})
+    assert [n.op_type for n in fused.plan.nodes] == ["FusedConv"]
+    np.testing.assert_allclose(fused.run(FEEDS)["relu_out"], plain.run(FEEDS)["relu_out"], rtol=1e-5, atol=1e-5)
 
 
 def test_not_fused_when_the_conv_output_is_read_twice():

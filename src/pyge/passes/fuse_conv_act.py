@@ -1,7 +1,7 @@
 """Fuse Conv -> [Add Z] -> [Relu] into one oneDNN call (onnxruntime's com.microsoft.FusedConv).
 
     Relu(Conv(x, W, B))            -> FusedConv(x, W, B)        activation="Relu"
-    Conv(x, W, B) + Z              -> FusedConv(x, W, B, Z)
+    Conv(x, W, B) + Z              -> FusedConv(x, W, B, Z)     (Add, or Sum of two)
     Relu(Conv(x, W, B) + Z)        -> FusedConv(x, W, B, Z)     activation="Relu"
 
 On the CPU the packed Conv kernel applies ReLU and the residual add as oneDNN post-ops, so
@@ -52,7 +52,8 @@ def _plan(conv: Node, graph: Graph):
         return None
     nxt = _single_consumer(c, graph)
     add = z = None
-    if nxt is not None and nxt.op_type == "Add" and len(nxt.inputs) == 2:
+    # Sum with two inputs is an Add (shufflenet's residuals are written as Sum).
+    if nxt is not None and nxt.op_type in ("Add", "Sum") and len(nxt.inputs) == 2:
         other = nxt.inputs[1] if nxt.inputs[0] is c else nxt.inputs[0]
         if other is not None and other is not c and other.dtype == "float32" \
                 and _static(other.shape) and tuple(other.shape) == tuple(c.shape):
