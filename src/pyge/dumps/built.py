@@ -20,6 +20,8 @@ import onnx
 from onnx import helper
 
 from ..ir.graph import Graph
+from ..errors import PlanError
+from ..plan.order import host_order
 from ..plan.plan import LAUNCH, RECORD, WAIT, Event, Plan
 from .convert import ENGINE_ATTR, has_attr, set_attr, stream_attrs
 
@@ -30,31 +32,16 @@ EVENT_ENGINE = "rts"   # GE runs Send/Recv on its runtime-service engine
 
 
 def merged_steps(plan: Plan) -> list[tuple[int, object]]:
-    """(stream, step) in one single-thread order that respects every wait.
+    """(stream, step) in the host order executors issue in (plan.order.host_order).
 
-    Falls back to stream after stream if the plan cannot make progress (verify() reports
-    that as an error; a dump should still show the plan).
+    Falls back to stream after stream if the plan deadlocks (verify() reports that as an
+    error; a dump should still show the plan).
     """
-    pos = [0] * len(plan.streams)
-    recorded = [False] * len(plan.events)
-    out: list[tuple[int, object]] = []
-    total = sum(len(s) for s in plan.streams)
-    while len(out) < total:
-        progressed = False
-        for s, steps in enumerate(plan.streams):
-            while pos[s] < len(steps):
-                st = steps[pos[s]]
-                if st.kind == WAIT and not recorded[st.arg]:
-                    break
-                if st.kind == RECORD:
-                    recorded[st.arg] = True
-                out.append((s, st))
-                pos[s] += 1
-                progressed = True
-        if not progressed:
-            log.warning("plan %s deadlocks; dumping its streams one after another", plan.graph_name)
-            return [(s, st) for s, steps in enumerate(plan.streams) for st in steps]
-    return out
+    try:
+        return [(s, plan.streams[s][i]) for s, i in host_order(plan)]
+    except PlanError:
+        log.warning("plan %s deadlocks; dumping its streams one after another", plan.graph_name)
+        return [(s, st) for s, steps in enumerate(plan.streams) for st in steps]
 
 
 def _crossing_value(plan: Plan, e: Event) -> str | None:

@@ -19,10 +19,10 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from ..errors import InputError, PlanError
+from ..errors import InputError
 from ..ir.graph import Graph
 from ..kernels.runtime import build_kernel, describe, to_numpy, to_torch, torch_dtype
-from ..plan.plan import RECORD, WAIT, Plan
+from ..plan.plan import Plan
 
 
 def build_kernels(graph: Graph, plan: Plan, device: Any) -> list:
@@ -108,34 +108,14 @@ def constants(graph: Graph, plan: Plan, device: Any) -> dict[int, Any]:
 
 
 def merged_steps(plan: Plan) -> list[tuple[int, int, int]]:
-    """Every step as (stream, kind, arg), in one order valid for a single issuing thread.
+    """Every step as (stream, kind, arg), in plan.order.host_order.
 
-    Streams are simulated round-robin, each run as far as it can go, so consecutive steps
-    tend to share a stream (the CUDA executor switches streams once per run of them). A
-    WAIT always comes after its RECORD. Raises PlanError if the plan deadlocks.
+    An executor that issues all streams from one thread must use exactly this order: physical
+    event ids are reused on the strength of it (passes/event_ids.py), and CUDA binds a wait to
+    the latest record issued before it. Raises PlanError if the plan deadlocks.
     """
-    pos = [0] * len(plan.streams)
-    recorded = [False] * len(plan.events)
-    out: list[tuple[int, int, int]] = []
-    remaining = sum(len(s) for s in plan.streams)
-    while remaining:
-        progressed = False
-        for s, steps in enumerate(plan.streams):
-            while pos[s] < len(steps):
-                st = steps[pos[s]]
-                if st.kind == WAIT and not recorded[st.arg]:
-                    break
-                if st.kind == RECORD:
-                    recorded[st.arg] = True
-                out.append((s, st.kind, st.arg))
-                pos[s] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            s = next(i for i in range(len(plan.streams)) if pos[i] < len(plan.streams[i]))
-            raise PlanError(f"plan deadlocks: stream {s} waits on "
-                            f"{plan.streams[s][pos[s]].describe(plan)}, which is never recorded")
-    return out
+    from ..plan.order import host_order
+    return [(s, st.kind, st.arg) for s, i in host_order(plan) for st in (plan.streams[s][i],)]
 
 
 def stream_tables(plan: Plan) -> tuple[list[int], list[tuple[int, ...]]]:

@@ -2,8 +2,8 @@
 and static plans captured once into a CUDA graph and replayed ("sunk", as GE sinks a
 static model to the device).
 
-Issuing. One host thread issues every step in a merged order (base.merged_steps: a WAIT is
-issued after its RECORD), switching the current stream once per run of same-stream steps.
+Issuing. One host thread issues every step in plan.order.host_order (base.merged_steps: a
+WAIT is issued after its RECORD; physical event ids were reused for exactly this order), switching the current stream once per run of same-stream steps.
 The GPU, not the host, provides the concurrency. Each run forks every logical stream
 from the caller's current stream and joins every stream back into it before returning
 (also when a kernel raises), so work the caller queues afterwards is ordered after the
@@ -117,7 +117,10 @@ class CudaExecutor:
         if self._streams is None:
             with torch.cuda.device(self.device):
                 self._streams = [torch.cuda.Stream(self.device) for _ in self.plan.streams]
-                self._events = [torch.cuda.Event() for _ in self.plan.events]
+                # One CUDA event per *physical* id (ge.maxEventNum caps them): safe because
+                # steps are issued in host_order, the order the ids were reused for.
+                physical = [torch.cuda.Event() for _ in range(self.plan.num_physical_events)]
+                self._events = [physical[e.event_id] for e in self.plan.events]
         if self.memory_strategy == "arena" and self._arena is None:
             self._arena = Arena(self.plan, self.device)
 
