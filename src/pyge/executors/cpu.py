@@ -44,6 +44,7 @@ import torch
 
 from ..errors import ExecutionError, PygeError
 from ..ir.graph import Graph
+from ..options import parse_options
 from ..plan.plan import LAUNCH, RECORD, Plan
 from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device, merged_steps,
                    node_descriptions, outputs_to_numpy, stream_tables)
@@ -248,7 +249,7 @@ class CpuExecutor:
                     prog.append((st.kind, st.arg, None, (), (), ()))
             self.programs.append(prog)
         self.busy = [s for s, prog in enumerate(self.programs) if prog]
-        forced = _option(options, "pyge.intraOpThreads", 0)
+        forced = parse_options(options)["pyge.intraOpThreads"]
         self.parallelism = average_parallelism(plan)
         self.threads = (intra_op_threads(torch.get_num_threads(), min(self.parallelism, len(self.busy)), forced)
                         if len(self.busy) > 1 or forced else 0)
@@ -336,10 +337,3 @@ def _placing(fn, outs: tuple, arena: Arena):
     return run
 
 
-def _option(options, key: str, default):
-    if options is None:
-        return default
-    try:
-        return options[key]
-    except (KeyError, TypeError):
-        return default

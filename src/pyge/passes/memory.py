@@ -52,6 +52,7 @@ import logging
 from bisect import bisect_right
 
 from ..errors import PlanError
+from ..options import parse_options
 from ..plan.plan import Buffer, MemoryPlan, Plan, PlanValue
 from .memory_blocks import pack_blocks
 from .memory_events import add_memory_events, strip_memory_events
@@ -63,15 +64,6 @@ log = logging.getLogger(__name__)
 
 RATIO = 1.15          # multi-stream arena allowed over the single-stream one before events
 SLACK = 1 << 20       # ... and bytes over it: smaller savings are not worth an event
-
-
-def _option(options, key: str, default):
-    if options is None:
-        return default
-    try:
-        return options[key]
-    except (KeyError, TypeError):
-        return default
 
 
 def is_planned(v: PlanValue) -> bool:
@@ -104,9 +96,10 @@ def plan_memory(plan: Plan, options=None) -> MemoryPlan:
 
 
 def _plan_memory(plan: Plan, options) -> MemoryPlan:
-    reuse = bool(_option(options, "pyge.memoryReuse", True))
+    opts = parse_options(options)         # None -> the defaults; an Options passes through
+    reuse = bool(opts["pyge.memoryReuse"])
     # Without options, the cap is the default or whatever the events passes already used.
-    cap = int(_option(options, "ge.maxEventNum", max(1023, plan.num_physical_events)))
+    cap = opts["ge.maxEventNum"] if options is not None else max(1023, plan.num_physical_events)
     if strip_memory_events(plan):            # planning twice gives the same plan
         from .event_ids import assign_event_ids
         assign_event_ids(plan, cap)
