@@ -91,3 +91,13 @@ def test_clone_deep_chain_does_not_recurse():
     b.output(v)
     h = clone_graph(b.build())
     assert len(h) == 5000
+
+
+def test_absorb_moves_the_output_value_and_keeps_uses():
+    g = _diamond()
+    a, j = g.node("A"), g.node("J")
+    out = j.outputs[0]
+    j.set_inputs([])                          # J reads nothing now; A's output is unused
+    g.absorb(a, j)
+    assert a.outputs == (out,) and out.producer is a and out.index == 0
+    assert g.find_node("J") is None and out in g.outputs

@@ -244,6 +244,21 @@ class Graph:
         node.graph = None
         self._succ_cache = None
 
+    def absorb(self, keep: Node, drop: Node) -> None:
+        """Fusion: `keep` produces `drop`'s (single) output Value and `drop` leaves the graph.
+
+        Consumers keep reading the same Value, so output names and use lists stay valid;
+        `keep`'s old output is dropped (the caller made sure nothing else reads it)."""
+        (y,) = drop._outputs
+        drop.set_inputs([])
+        drop._outputs = []
+        y.producer, y.index = None, -1
+        self.remove_node(drop)
+        for old in keep._outputs:
+            old.producer, old.index = None, -1
+        keep._outputs = []
+        keep.add_output(y)
+
     def set_node_order(self, nodes: list[Node]) -> None:
         if len(nodes) != len(self._nodes) or {id(n) for n in nodes} != {id(n) for n in self._nodes}:
             raise GraphError(f"graph {self.name!r}: new node order is not a permutation")

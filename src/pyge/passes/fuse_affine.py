@@ -11,8 +11,8 @@ fused multiply-add rounds once).
 """
 from __future__ import annotations
 
-from ..ir.graph import Graph, Node, Value
-from .fuse_conv_act import _single_consumer, _static, _take_over_output
+from ..ir.graph import Graph, Node
+from .fusion import is_static, note_fused, single_consumer
 
 DOMAIN = "pyge"
 _FLOATS = ("float16", "float32", "float64", "bfloat16")
@@ -38,9 +38,9 @@ def _plan(mul: Node, graph: Graph):
         return None
     x, scale = xs
     m = mul.outputs[0]
-    if x.dtype not in _FLOATS or not _static(x.shape) or m.shape is None or tuple(m.shape) != tuple(x.shape):
+    if x.dtype not in _FLOATS or not is_static(x.shape) or m.shape is None or tuple(m.shape) != tuple(x.shape):
         return None
-    add = _single_consumer(m, graph)
+    add = single_consumer(m, graph)
     if add is None or add.op_type != "Add":
         return None
     ys = _split(add)
@@ -50,7 +50,7 @@ def _plan(mul: Node, graph: Graph):
     out = add.outputs[0]
     if out.shape is None or tuple(out.shape) != tuple(x.shape) or scale.dtype != x.dtype or shift.dtype != x.dtype:
         return None
-    nxt = _single_consumer(out, graph)
+    nxt = single_consumer(out, graph)
     relu = nxt if nxt is not None and nxt.op_type == "Relu" else None
     return x, scale, add, shift, relu
 
@@ -66,18 +66,14 @@ def fuse_affine(graph: Graph) -> int:
             continue
         x, scale, add, shift, relu = p
         names = [mul.name, add.name]
-        _take_over_output(mul, add, graph)
+        graph.absorb(mul, add)
         if relu is not None:
-            _take_over_output(mul, relu, graph)
+            graph.absorb(mul, relu)
             names.append(relu.name)
         mul.set_inputs([x, scale, shift])
         mul.op_type, mul.domain = "MulAdd", DOMAIN
         mul.attrs = {"relu": 1 if relu is not None else 0}
         mul.doc = (mul.doc + " " if mul.doc else "") + "fused " + "+".join(names[1:])
         fused.append("+".join(names))
-    if fused:
-        graph.opset_imports.setdefault(DOMAIN, 1)
-        prev = graph.metadata.get("fused")
-        graph.metadata["fused"] = ",".join(([prev] if prev else []) + fused)
-        graph.invalidate()
+    note_fused(graph, fused, DOMAIN)
     return len(fused)

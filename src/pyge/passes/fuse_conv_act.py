@@ -14,33 +14,10 @@ output names do not change; the fused nodes' names go to its doc string and to
 """
 from __future__ import annotations
 
-from ..ir.graph import Graph, Node, Value
+from ..ir.graph import Graph, Node
+from .fusion import is_static, note_fused, single_consumer
 
 DOMAIN = "com.microsoft"
-
-
-def _single_consumer(v: Value, graph: Graph) -> Node | None:
-    if len(v.uses) != 1 or v in graph.outputs:
-        return None
-    n = v.uses[0][0]
-    return n if n.graph is graph and not n.domain else None
-
-
-def _static(shape) -> bool:
-    return shape is not None and all(isinstance(d, int) for d in shape)
-
-
-def _take_over_output(keep: Node, drop: Node, graph: Graph) -> None:
-    """`keep` produces `drop`'s output value; `drop` leaves the graph."""
-    y = drop.outputs[0]
-    drop.set_inputs([])
-    drop._outputs = []
-    y.producer, y.index = None, -1
-    graph.remove_node(drop)
-    old = keep.outputs[0]
-    keep._outputs = []
-    old.producer = None
-    keep.add_output(y)
 
 
 def _plan(conv: Node, graph: Graph):
@@ -48,17 +25,17 @@ def _plan(conv: Node, graph: Graph):
     if conv.op_type != "Conv" or conv.domain or len(conv.outputs) != 1:
         return None
     c = conv.outputs[0]
-    if c.dtype != "float32" or not _static(c.shape) or len(c.shape) != 4:
+    if c.dtype != "float32" or not is_static(c.shape) or len(c.shape) != 4:
         return None
-    nxt = _single_consumer(c, graph)
+    nxt = single_consumer(c, graph)
     add = z = None
     # Sum with two inputs is an Add (shufflenet's residuals are written as Sum).
     if nxt is not None and nxt.op_type in ("Add", "Sum") and len(nxt.inputs) == 2:
         other = nxt.inputs[1] if nxt.inputs[0] is c else nxt.inputs[0]
         if other is not None and other is not c and other.dtype == "float32" \
-                and _static(other.shape) and tuple(other.shape) == tuple(c.shape):
+                and is_static(other.shape) and tuple(other.shape) == tuple(c.shape):
             add, z = nxt, other
-            nxt = _single_consumer(nxt.outputs[0], graph)
+            nxt = single_consumer(nxt.outputs[0], graph)
     relu = nxt if nxt is not None and nxt.op_type == "Relu" else None
     if add is None and relu is None:
         return None
@@ -79,10 +56,10 @@ def fuse_conv_act(graph: Graph) -> int:
         ins = list(conv.inputs) + [None] * (3 - len(conv.inputs))
         if add is not None:
             ins = ins[:3] + [z]
-            _take_over_output(conv, add, graph)
+            graph.absorb(conv, add)
             names.append(add.name)
         if relu is not None:
-            _take_over_output(conv, relu, graph)
+            graph.absorb(conv, relu)
             names.append(relu.name)
         conv.set_inputs(ins)
         conv.op_type, conv.domain = "FusedConv", DOMAIN
@@ -91,9 +68,5 @@ def fuse_conv_act(graph: Graph) -> int:
             conv.attrs.pop("activation")
         conv.doc = (conv.doc + " " if conv.doc else "") + "fused " + "+".join(names[1:])
         fused.append("+".join(names))
-    if fused:
-        graph.opset_imports.setdefault(DOMAIN, 1)
-        prev = graph.metadata.get("fused")
-        graph.metadata["fused"] = ",".join(([prev] if prev else []) + fused)
-        graph.invalidate()
+    note_fused(graph, fused, DOMAIN)
     return len(fused)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node
+from .fusion import note_fused
 
 _FLOATS = ("float16", "float32", "float64")
 
@@ -61,16 +62,7 @@ def _fold(conv: Node, bn: Node, graph: Graph) -> None:
         conv.set_input(2, bv)
     else:
         conv.append_input(bv)
-    # Conv takes over BN's output value (consumers keep reading the same Value).
-    y = bn.outputs[0]
-    bn.set_inputs([])
-    bn._outputs = []
-    y.producer, y.index = None, -1
-    graph.remove_node(bn)
-    c = conv.outputs[0]
-    conv._outputs = []
-    c.producer = None
-    conv.add_output(y)
+    graph.absorb(conv, bn)   # consumers keep reading BN's output Value
     conv.doc = (conv.doc + " " if conv.doc else "") + f"fused BatchNormalization {bn.name}"
 
 
@@ -90,12 +82,11 @@ def fuse_conv_bn(graph: Graph) -> int:
         if conv is not None:
             _fold(conv, bn, graph)
             fused.append(f"{conv.name}+{bn.name}")
-    # Weights the fused Convs no longer read are dropped (they may be large).
-    used = {id(v) for n in graph.all_graphs() for m in n.nodes for v in m.inputs if v is not None}
-    used |= {id(v) for v in graph.outputs}
     if fused:
+        # Weights the fused Convs no longer read are dropped (they may be large).
+        used = {id(v) for g in graph.all_graphs() for n in g.nodes for v in n.inputs if v is not None}
+        used |= {id(v) for v in graph.outputs}
         for name in [k for k, v in graph.initializers.items() if id(v) not in used]:
             del graph.initializers[name]
-        graph.metadata["fused"] = ",".join(fused)
-        graph.invalidate()
+    note_fused(graph, fused)
     return len(fused)

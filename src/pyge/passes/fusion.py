@@ -1,0 +1,28 @@
+"""What the fusion passes (fuse_conv_bn, fuse_conv_act, fuse_affine) share."""
+from __future__ import annotations
+
+from ..ir.graph import Graph, Node, Value
+
+
+def single_consumer(v: Value, graph: Graph) -> Node | None:
+    """The one default-domain node of `graph` reading `v`, if `v` has exactly one use and is
+    not a graph output; else None."""
+    if len(v.uses) != 1 or v in graph.outputs:
+        return None
+    n = v.uses[0][0]
+    return n if n.graph is graph and not n.domain else None
+
+
+def is_static(shape) -> bool:
+    return shape is not None and all(isinstance(d, int) for d in shape)
+
+
+def note_fused(graph: Graph, fused: list[str], domain: str | None = None) -> None:
+    """Record fused node names in graph.metadata["fused"] (and import the new op's domain)."""
+    if not fused:
+        return
+    if domain:
+        graph.opset_imports.setdefault(domain, 1)
+    prev = graph.metadata.get("fused")
+    graph.metadata["fused"] = ",".join(([prev] if prev else []) + fused)
+    graph.invalidate()
