@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import os as _os
 
-# OpenMP threads that spin while waiting fight the stream workers (and anything else on a
-# busy machine) for cores: measured on the light models with 2 cores under load, spinning
-# made pyge 2-3x slower than onnxruntime, passive waiting 0.5-0.7x. Only takes effect when
-# torch is imported after pyge and the user has not chosen a policy (see README).
+# OpenMP threads that spin while idle keep burning cores after each operator, which the other
+# stream workers (and anything else on the machine) pay for: see the README's figures. Only
+# takes effect when torch is imported after pyge and the user has not chosen a policy.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .compiler import compile_graph as compile  # noqa: A001 - the public name is pyge.compile
