@@ -49,11 +49,16 @@ def test_not_fused_when_conv_output_is_also_read_elsewhere():
 
 @pytest.mark.parametrize("name", ["resnet50", "shufflenet"])
 def test_light_models_same_outputs(name):
+    """The final softmax of a light model is input-independent (constant weights), so the
+    pooling and Concat outputs, which are not, are compared too (they are no fusion's
+    intermediate, so exposing them blocks no fusion)."""
     g = pyge.load_onnx(os.path.join(LIGHT, f"light_{name}.onnx"))
+    g.outputs.extend(n.outputs[0] for n in g.nodes if n.op_type in ("MaxPool", "AveragePool", "Concat"))
     feeds = {v.name: np.random.default_rng(0).standard_normal(v.shape).astype(np.float32) for v in g.inputs}
     fused = pyge.compile(g)
     plain = pyge.compile(g, options={"ge.exec.enableFusion": "false"})
     assert len(fused.plan.nodes) < len(plain.plan.nodes)
     out_f, out_p = fused.run(feeds), plain.run(feeds)
+    assert len(out_p) > 2
     for k in out_p:
-        np.testing.assert_allclose(out_f[k], out_p[k], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(out_f[k], out_p[k], rtol=1e-4, atol=1e-5)
