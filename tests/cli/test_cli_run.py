@@ -1,7 +1,6 @@
 """`pyge run`, `pyge compile`, `pyge streams`, `pyge profile` doing their work."""
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import numpy as np
@@ -10,9 +9,6 @@ import pytest
 from pyge import cli
 from pyge.builtin_models import inception_block, random_inputs
 
-HAS_REPORT = importlib.util.find_spec("pyge.profiling.report") is not None
-needs_report = pytest.mark.xfail(not HAS_REPORT, strict=False,
-                                 reason="waiting for pyge.profiling.report (streams_table/streams_json)")
 
 
 def run_cli(capsys, *argv):
@@ -83,7 +79,6 @@ def test_run_with_timeline(capsys, onnx_file, tmp_path):
     assert (tmp_path / "p.png").exists() and "wrote timeline" in out
 
 
-@needs_report
 def test_streams_table_and_json(capsys, onnx_file, tmp_path):
     out = run_cli(capsys, "streams", "-O", "ge.streamMaxParallelNum=4", "--plan")
     assert "Concat" in out and "launch" in out

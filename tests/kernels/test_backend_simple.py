@@ -6,9 +6,6 @@ One case per folder of ``onnx/backend/test/data/simple``: the model is loaded wi
 ``atol=1e-7`` (``np.testing.assert_allclose``); dtypes and shapes must match exactly, string
 tensors must be equal. Inputs/outputs typed as sequences are read as ``SequenceProto``,
 optionals as ``OptionalProto``.
-
-A model using an operator with no registered kernel yet is an ``xfail(strict=False)`` naming
-the missing kernel(s), so the suite turns green by itself as kernels land.
 """
 from __future__ import annotations
 
@@ -21,33 +18,12 @@ import pytest
 from onnx import numpy_helper
 
 from pyge.frontends import load_onnx
-from pyge.kernels import is_supported
 from pyge.kernels.runtime import run_reference
 
 SIMPLE = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "simple")
 
 # Cases that cannot pass for a reason other than a missing kernel: name -> reason.
 UNSUPPORTED: dict[str, str] = {}
-
-
-def _graph_ops(g: onnx.GraphProto):
-    for n in g.node:
-        yield n.domain, n.op_type
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                yield from _graph_ops(a.g)
-            for sg in a.graphs:
-                yield from _graph_ops(sg)
-
-
-def _missing_kernels(model: onnx.ModelProto) -> list[str]:
-    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
-    missing = set()
-    for domain, op in _graph_ops(model.graph):
-        dom = "" if domain == "ai.onnx" else domain
-        if not is_supported(op, dom, opsets.get(dom, opsets.get("", 1))):
-            missing.add(f"{dom + '.' if dom else ''}{op}")
-    return sorted(missing)
 
 
 def _cases():
@@ -57,12 +33,8 @@ def _cases():
         if not os.path.exists(os.path.join(path, "model.onnx")):
             continue
         marks = []
-        missing = _missing_kernels(onnx.load(os.path.join(path, "model.onnx")))
         if d in UNSUPPORTED:
             marks.append(pytest.mark.xfail(strict=True, reason=UNSUPPORTED[d]))
-        elif missing:
-            marks.append(pytest.mark.xfail(strict=False,
-                                           reason=f"waiting for kernel(s) {', '.join(missing)}"))
         params.append(pytest.param(d, id=d, marks=marks))
     return params
 

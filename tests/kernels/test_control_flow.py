@@ -20,7 +20,6 @@ from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import ExecutionError
 from pyge.frontends import load_onnx
-from pyge.kernels import is_supported
 from pyge.kernels.runtime import run_reference
 
 F, I64, B = T.FLOAT, T.INT64, T.BOOL
@@ -48,11 +47,6 @@ def _ops(g):
                 yield from _ops(sg)
 
 
-def missing_kernels(m) -> list[str]:
-    opsets = {o.domain: o.version for o in m.opset_import}
-    return sorted({op for d, op in _ops(m.graph) if not is_supported(op, d, opsets.get(d, 17))})
-
-
 def assert_same(got, exp, what="", rtol=1e-5, atol=1e-6):
     if isinstance(exp, list):
         assert isinstance(got, list) and len(got) == len(exp), f"{what}: {got!r} vs {exp!r}"
@@ -73,9 +67,6 @@ def assert_same(got, exp, what="", rtol=1e-5, atol=1e-6):
 
 def check(m, feeds, expected=None):
     """Run `m` with pyge; compare with `expected` or with the ONNX ReferenceEvaluator."""
-    missing = missing_kernels(m)
-    if missing:
-        pytest.xfail(f"waiting for kernel(s) {', '.join(missing)}")
     got = run_reference(load_onnx(m), feeds)
     if expected is None:
         expected = ReferenceEvaluator(m).run(None, feeds)
@@ -401,12 +392,8 @@ def _node_cases():
             continue
         marks = []
         known = next((r for p, r in KNOWN_FAILURES.items() if c.name.startswith(p)), None)
-        missing = missing_kernels(c.model)
         if known:
             marks.append(pytest.mark.xfail(strict=True, reason=known))
-        elif missing:
-            reason = f"waiting for kernel(s) {', '.join(missing)}"
-            marks.append(pytest.mark.xfail(strict=False, reason=reason))
         params.append(pytest.param(c, id=c.name, marks=marks))
     return params
 

@@ -173,8 +173,6 @@ def test_graph_plan_runs_like_one_stream_and_survives_memory_planning(spec):
 
 # -- through pyge.compile with a custom stream pass ----------------------------------------
 
-@pytest.mark.skipif(not hasattr(pyge, "register_custom_pass"),
-                    reason="pyge.register_custom_pass has not landed yet")
 @settings(max_examples=15, deadline=None)
 @given(dags(max_nodes=10, max_streams=3))
 def test_random_streams_through_a_custom_pass(spec):

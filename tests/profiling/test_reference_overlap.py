@@ -2,9 +2,7 @@
 stream; after it they run side by side on two, and the trace shows the overlap."""
 from __future__ import annotations
 
-import importlib.util
 
-import pytest
 
 from pyge.examples import reference_inputs
 
@@ -35,8 +33,6 @@ def test_before_the_pass_they_run_in_turn():
     assert prof.overlap("Relu_1", "Abs_1") == 0.0
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pyge.executors.cpu") is None,
-                    reason="the threaded CPU executor (pyge.executors.cpu) is not there yet")
 def test_after_the_pass_they_run_side_by_side():
     model = reference_model(True, shape=SHAPE)
     assert model.num_streams == 2
