@@ -32,7 +32,7 @@ import time
 
 from pyge.passes.event_ids import assign_event_ids
 from pyge.passes.events import insert_events
-from pyge.passes.events_random import random_spec, spec_to_graph, spec_to_plan
+from pyge.passes.events_random import fixed_streams_pass, random_spec, spec_to_graph, spec_to_plan
 from pyge.passes.verify import verify_plan
 from pyge.plan.plan import value_nbytes
 
@@ -90,14 +90,7 @@ def compile_random(n: int, mode: str, seed: int = 0):
         return pyge.compile(g, "cpu", {**opts, "ge.autoMultistreamParallelMode": mode})
     from pyge.passes.custom import custom_passes_scope
     wanted = {node.name: node.stream_id for node in g.nodes}
-
-    def assign(graph, ctx):
-        for node in graph.get_direct_nodes():
-            target = wanted.get(node.name, 0)
-            while ctx.get_curr_max_stream_id() < target:
-                ctx.allocate_next_stream_id()
-            ctx.set_stream_id(node, target)
-        return pyge.GRAPH_SUCCESS
+    assign = fixed_streams_pass(wanted)
 
     with custom_passes_scope():
         pyge.register_custom_pass("BenchRandomStreams").custom_allocate_stream_pass_fn(assign)

@@ -18,7 +18,7 @@ import pyge
 from pyge.errors import VerificationError
 from pyge.passes.event_ids import assign_event_ids
 from pyge.passes.events import insert_events
-from pyge.passes.events_random import dags, spec_to_graph, spec_to_plan
+from pyge.passes.events_random import dags, fixed_streams_pass, spec_to_graph, spec_to_plan
 from pyge.passes.verify import verify_plan
 from pyge.plan.build import build_plan
 from pyge.plan.plan import LAUNCH
@@ -179,14 +179,7 @@ def test_random_streams_through_a_custom_pass(spec):
     from pyge.passes.custom import custom_passes_scope
     g = spec_to_graph(spec)
     wanted = {n.name: n.stream_id for n in g.nodes}
-
-    def assign(graph, ctx):
-        for node in graph.get_direct_nodes():
-            target = wanted.get(node.name, 0)
-            while ctx.get_curr_max_stream_id() < target:
-                ctx.allocate_next_stream_id()
-            ctx.set_stream_id(node, target)
-        return pyge.GRAPH_SUCCESS
+    assign = fixed_streams_pass(wanted)
 
     with custom_passes_scope():          # the registry is restored afterwards
         pyge.register_custom_pass("PygeTestRandomStreams").custom_allocate_stream_pass_fn(assign)

@@ -95,3 +95,18 @@ def dags(max_nodes: int = 12, max_streams: int = 4, control: bool = True):
         return DagSpec(preds, ctrl, streams, s)
 
     return build()
+
+
+def fixed_streams_pass(wanted: dict[str, int]):
+    """A custom stream pass that puts each named node on the given stream (allocating ids up
+    to it), for compiling a random DAG's assignment through the public pass API."""
+    import pyge
+
+    def assign(graph, ctx):
+        for node in graph.get_direct_nodes():
+            target = wanted.get(node.name, 0)
+            while ctx.get_curr_max_stream_id() < target:
+                ctx.allocate_next_stream_id()
+            ctx.set_stream_id(node, target)
+        return pyge.GRAPH_SUCCESS
+    return assign
