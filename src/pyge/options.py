@@ -30,6 +30,17 @@ def _int_range(key: str, v: str, lo: int, hi: int) -> int:
     return n
 
 
+def _seconds(key: str, v: str, hi: float = 86400.0) -> float:
+    accepted = f"a number of seconds 0..{hi:g} (0 = no limit)"
+    try:
+        x = float(str(v).strip())
+    except ValueError:
+        raise OptionError(f"option {key}={v!r} is malformed; accepted values: {accepted}") from None
+    if not 0.0 <= x <= hi:   # also refuses nan
+        raise OptionError(f"option {key}={v!r} is out of range; accepted values: {accepted}")
+    return x
+
+
 def _parallel_num(key: str, v: str) -> dict[str, int]:
     """`N` (every engine) or `ENGINE:N,ENGINE:N`."""
     s = str(v).strip()
@@ -90,6 +101,8 @@ _SPEC: dict[str, tuple[Any, str, str]] = {
                             "torch intra-op threads per CPU stream worker (0 = share the cores evenly)"),
     "pyge.verify": (_bool, "true", "check the finished plan (dependencies, deadlock, buffer reuse) at compile time"),
     "pyge.memoryReuse": (_bool, "true", "reuse intermediate buffers (stream-aware)"),
+    "pyge.customPassTimeout": (_seconds, "120",
+                               "seconds one custom stream pass call may take before compilation fails (0 = no limit)"),
 }
 
 

@@ -7,6 +7,8 @@ import re
 import stat
 import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 import onnx
@@ -138,6 +140,51 @@ def test_pass_cannot_mutate_the_graph_or_act_after_it_returned():
     with pytest.raises(pyge.PassError, match="'Keep'"):
         kept["ctx"].allocate_next_stream_id()
     assert model.graph.node("Abs_1").stream_id == model.stream_of("Abs_1") == 0
+
+
+def test_pass_that_never_returns_times_out_and_changes_nothing():
+    release, kept = threading.Event(), {}
+
+    def stuck(graph, ctx):
+        kept.update(ctx=ctx, node=graph.find_node("Abs_1"))
+        sid = ctx.allocate_next_stream_id()
+        release.wait(30)          # "never" returns, within the test's lifetime
+        kept["late"] = ctx.set_stream_id(kept["node"], sid)
+        return GRAPH_SUCCESS
+    register_custom_pass("Stuck").custom_allocate_stream_pass_fn(stuck)
+    g = ref_graph()
+    before = (pyge.format_graph(g), [(n.name, n.stream_id) for n in g.nodes])
+    t0 = time.perf_counter()
+    with pytest.raises(pyge.CustomPassError, match=r"'Stuck' failed with return code timeout: .*0\.3 s") as err:
+        pyge.compile(g, options={"pyge.customPassTimeout": "0.3"})
+    assert time.perf_counter() - t0 < 10
+    assert err.value.code == "timeout" and err.value.pass_name == "Stuck"
+    one_line(err)
+    assert (pyge.format_graph(g), [(n.name, n.stream_id) for n in g.nodes]) == before
+    release.set()                 # the abandoned call resumes: its context is closed
+    for _ in range(200):
+        if "late" in kept:
+            break
+        time.sleep(0.01)
+    assert kept["late"] != GRAPH_SUCCESS
+    assert "after the pass call returned" in kept["ctx"].get_error_message()
+    pyge.clear_custom_passes()
+    assert pyge.compile(g).num_streams == 1
+
+
+def test_pass_timeout_zero_runs_on_the_calling_thread():
+    seen = []
+    register_custom_pass("Here").custom_allocate_stream_pass_fn(
+        lambda g, c: seen.append(threading.current_thread()) or GRAPH_SUCCESS)
+    pyge.compile(ref_graph(), options={"pyge.customPassTimeout": "0"})
+    pyge.compile(ref_graph())
+    assert seen[0] is threading.current_thread() and seen[1] is not threading.current_thread()
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan", "1e9"])
+def test_pass_timeout_option_is_checked(value):
+    with pytest.raises(pyge.OptionError, match=r"pyge\.customPassTimeout.*accepted values: a number of seconds"):
+        pyge.compile(ref_graph(), options={"pyge.customPassTimeout": value})
 
 
 def test_single_stream_runs_no_custom_pass():

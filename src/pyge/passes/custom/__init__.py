@@ -5,11 +5,19 @@ order as ``fn(graph, ctx)`` with a read-only view of that graph (its direct node
 a StreamPassContext. A pass that returns anything but GRAPH_SUCCESS, or raises, stops the
 compilation with CustomPassError(pass name, return code, the pass's message). Compilation
 works on a clone, so the user's graph is untouched either way.
+
+A pass call that has not returned after `pyge.customPassTimeout` seconds (default 120; 0 = no
+limit) fails the same way, with return code "timeout". The call runs on a helper thread so
+that the compiler can give up on it: Python cannot stop a thread, so a pass that never
+returns keeps running in the background, but its context is closed at once (it can no
+longer change any stream) and it only ever saw a read-only view of the compiler's clone.
+With no limit the pass runs on the calling thread.
 """
 from __future__ import annotations
 
 import logging
 import numbers
+import threading
 from typing import Any, Callable, Mapping
 
 from ...errors import CustomPassError
@@ -39,6 +47,7 @@ def run_custom_passes(graph: Graph, options: Options | Mapping[str, Any] | None 
     if not passes:
         return set()
     book = StreamBook(graph)
+    timeout = float(opts["pyge.customPassTimeout"])
     for g in graph.all_graphs():
         view = ConstGraph(g)
         for reg in passes:
@@ -48,17 +57,51 @@ def run_custom_passes(graph: Graph, options: Options | Mapping[str, Any] | None 
                 continue
             if on_stage is not None:
                 on_stage(f"{BEFORE_STAGE}{reg.name}", g)
-            _call(reg, g, view, StreamPassContext(reg.name, g, opts, book))
+            _call(reg, g, view, StreamPassContext(reg.name, g, opts, book), timeout)
             if on_stage is not None:
                 on_stage(f"{AFTER_STAGE}{reg.name}", g)
     return set(book.allocated)
 
 
-def _call(reg: CustomPassRegistration, g: Graph, view: ConstGraph, ctx: StreamPassContext) -> None:
+class _PassTimeout(Exception):
+    pass
+
+
+def _invoke(reg: CustomPassRegistration, view: ConstGraph, ctx: StreamPassContext, timeout: float):
+    """reg.stream_fn(view, ctx), given up on after `timeout` seconds (0: no limit)."""
+    if timeout <= 0:
+        return reg.stream_fn(view, ctx)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["ret"] = reg.stream_fn(view, ctx)
+        except BaseException as err:  # noqa: BLE001 - handed to the compiling thread
+            box["err"] = err
+
+    worker = threading.Thread(target=target, name=f"pyge-custom-pass-{reg.name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        ctx._close()
+        log.warning("custom stream pass %s is still running after %g s; compilation gave up on it "
+                    "(it keeps running in the background but can no longer change the model)",
+                    reg.name, timeout)
+        raise _PassTimeout()
+    if "err" in box:
+        raise box["err"]
+    return box.get("ret")
+
+
+def _call(reg: CustomPassRegistration, g: Graph, view: ConstGraph, ctx: StreamPassContext,
+          timeout: float = 0.0) -> None:
     where = "" if g.parent is None else f" (on subgraph {g.name!r} of node {g.parent.name!r})"
     log.debug("running custom stream pass %s on graph %s", reg.name, g.name)
     try:
-        ret = reg.stream_fn(view, ctx)
+        ret = _invoke(reg, view, ctx, timeout)
+    except _PassTimeout:
+        raise CustomPassError(reg.name, "timeout", f"the pass did not return within {timeout:g} s "
+                              f"(option pyge.customPassTimeout){where}") from None
     # SystemExit too: a pass calling sys.exit() must not end the user's program.
     except (Exception, SystemExit) as err:  # noqa: BLE001 - any failure of user code stops compilation, named
         msg = f"{type(err).__name__}: {err}"
