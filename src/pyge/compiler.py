@@ -6,7 +6,8 @@
      4 fold_constants    (ge.exec.enableFusion) constant subgraphs become initializers
      5 fuse_conv_bn      (ge.exec.enableFusion) BatchNormalization folded into its Conv, then
                          Conv(+Add)(+Relu) fused into one oneDNN call (FusedConv), and
-                         Mul+Add(+Relu) with constant operands into one addcmul (pyge.MulAdd)
+                         Mul+Add(+Relu) with constant operands into one addcmul (pyge.MulAdd),
+                         Reshape->Transpose->Reshape channel shuffles into pyge.ChannelShuffle
      6 assign_engines    every node gets an engine (compute, skip, independent, attach)
      7 allocate_streams  GE's built-in chain, or single stream, or an automatic mode
      8 stream_policy     (pyge.streamPolicy / pyge.policyFile) a built-in policy pass
@@ -69,9 +70,11 @@ def _fuse(st: CompileState) -> None:
         from .passes.fuse_affine import fuse_affine
         from .passes.fuse_conv_act import fuse_conv_act
         from .passes.fuse_conv_bn import fuse_conv_bn
+        from .passes.fuse_shuffle import fuse_channel_shuffle
         fuse_conv_bn(st.graph)
         fuse_conv_act(st.graph)
         fuse_affine(st.graph)
+        fuse_channel_shuffle(st.graph)
 
 
 def _engines(st: CompileState) -> None:

@@ -16,3 +16,14 @@ def mul_add(ctx):
         y = torch.addcmul(xs[2], xs[0], xs[1])
         return [torch.relu_(y) if relu else y]
     return fn
+
+
+@register("ChannelShuffle", domain="pyge")
+def channel_shuffle(ctx):
+    """Channel shuffle of an NCHW tensor (passes/fuse_shuffle.py): output channel i*g + j is
+    input channel j*(C/g) + i. torch's kernel keeps a channels-last input channels-last."""
+    groups = int(ctx.attr("groups", 1))
+
+    def fn(xs):
+        return [torch.native_channel_shuffle(xs[0], groups)]
+    return fn
