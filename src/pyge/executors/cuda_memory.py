@@ -45,7 +45,13 @@ def graph_blocker(plan: Plan, enabled: bool = True) -> str | None:
     """Why this plan cannot be captured into a CUDA graph (None: it can)."""
     if not enabled:
         return "pyge.cudaGraph=false"
+    read = {vi for n in plan.nodes for vi in n.inputs} | set(plan.outputs)
     for v in plan.values:
+        if v.index not in read:
+            # A result nobody reads (Dropout's mask in opset 7-9 models has no inferred type):
+            # nothing copies it or depends on its shape, and a kernel that syncs for it fails
+            # the capture, which then falls back to eager mode as for any other kernel.
+            continue
         if v.kind != "tensor" or v.dtype in (None, "object"):
             return f"value {v.name!r} is a {v.kind} of {v.dtype} (host-side or untyped)"
         if not _static_shape(v.shape):
