@@ -156,3 +156,24 @@ def test_hooks_called_on_each_stream_thread():
     assert len(set(thread_of.values())) == len(thread_of)
     assert len([c for c in hooks.calls if c[0] == "record"]) == len(plan.events)
     assert len([c for c in hooks.calls if c[0] == "wait"]) == len(plan.events)
+
+
+def test_single_stream_honours_intra_op_threads():
+    from pyge.kernels import register
+    seen = []
+
+    @register("TestSeeThreads", domain="pyge.test")
+    def _see(ctx):
+        return lambda xs: (seen.append(torch.get_num_threads()), [xs[0] * 2.0])[1]
+    b = pyge.GraphBuilder("threads")
+    x = b.input("x", "float32", (3,))
+    b.output(b.op("TestSeeThreads", [x], name="see", domain="pyge.test"), "y")
+    g = b.build()
+    feeds = {"x": np.ones(3, np.float32)}
+
+    def go():
+        pyge.compile(g, "cpu", {"pyge.intraOpThreads": "1"}).run(feeds)
+        pyge.compile(g, "cpu").run(feeds)
+        return torch.get_num_threads()
+    assert _with_threads(2, go) == 2          # the caller's setting is back
+    assert seen == [1, 2]

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import torch
+
 from ..errors import ExecutionError, PygeError
 from ..ir.graph import Graph
+from ..options import parse_options
 from ..plan.plan import Plan
 from .base import build_kernels, check_feeds, constants, feeds_to_device, node_descriptions, outputs_to_numpy
 
@@ -24,8 +27,21 @@ class SequentialExecutor:
         self.descs = node_descriptions(graph, plan)
         self.consts = constants(graph, plan, device)
         self.order = plan.launch_order()
+        # pyge.intraOpThreads=N (N > 0) holds for the run's thread here too; 0 leaves torch's
+        # setting alone (one stream: nothing to share the cores with).
+        self.threads = parse_options(options)["pyge.intraOpThreads"]
 
     def run(self, feeds: Mapping[str, Any], hooks=None) -> dict[str, Any]:
+        if not self.threads or self.threads == torch.get_num_threads():
+            return self._run(feeds, hooks)
+        saved = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
+        try:
+            return self._run(feeds, hooks)
+        finally:
+            torch.set_num_threads(saved)
+
+    def _run(self, feeds: Mapping[str, Any], hooks) -> dict[str, Any]:
         plan = self.plan
         arrays = check_feeds(self.graph, plan, feeds)
         env: list[Any] = [None] * len(plan.values)

@@ -27,9 +27,21 @@ def gather_elements(ctx):
     return fn
 
 
+def _small_ints(cache: dict, values: tuple, device) -> torch.Tensor:
+    """A small int64 tensor of `values` on `device`, made once per distinct value: creating
+    it from Python data copies from pageable host memory, which a CUDA graph capture forbids
+    (the first run, eager, fills the cache)."""
+    key = (values, str(device))
+    t = cache.get(key)
+    if t is None:
+        t = cache[key] = torch.tensor(values, dtype=torch.int64, device=device)
+    return t
+
+
 @register("GatherND", since=11)
 def gather_nd(ctx):
     b = ctx.attr("batch_dims", 0)
+    cache: dict = {}
 
     def fn(xs):
         x, idx = xs
@@ -37,7 +49,7 @@ def gather_nd(ctx):
         bshape, ishape = tuple(x.shape[:b]), tuple(idx.shape[b:-1])
         nb = math.prod(bshape)
         data = x.reshape((nb,) + tuple(x.shape[b:]))
-        dims = torch.tensor(x.shape[b:b + k], dtype=torch.int64, device=x.device)
+        dims = _small_ints(cache, tuple(x.shape[b:b + k]), x.device)
         ix = _wrap(idx.reshape(nb, -1, k), dims)
         # Index (batch, i0, ..., ik-1) at once with advanced indexing.
         bidx = torch.arange(nb, device=x.device).reshape(nb, 1).expand(nb, ix.shape[1])
@@ -77,16 +89,16 @@ register("Scatter", since=9, until=10)(_scatter_elements_factory)
 @register("ScatterND", since=11)
 def scatter_nd(ctx):
     red = _reduction(ctx)
+    cache: dict = {}
 
     def fn(xs):
         x, idx, upd = xs
         k = idx.shape[-1]
         lead, rest = tuple(x.shape[:k]), tuple(x.shape[k:])
         # Linearise the first k dimensions, then scatter rows of the flattened view.
-        dims = torch.tensor(lead, dtype=torch.int64, device=x.device)
+        dims = _small_ints(cache, lead, x.device)
         ix = _wrap(idx.reshape(-1, k), dims)
-        strides = torch.tensor([math.prod(lead[j + 1:]) for j in range(k)], dtype=torch.int64,
-                               device=x.device)
+        strides = _small_ints(cache, tuple(math.prod(lead[j + 1:]) for j in range(k)), x.device)
         lin = (ix * strides).sum(-1)
         flat = x.reshape((math.prod(lead),) + rest).clone()
         u = upd.reshape((lin.shape[0],) + rest)
