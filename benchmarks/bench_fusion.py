@@ -20,11 +20,12 @@ import pyge
 import pyge.passes.fuse_affine as fa
 import pyge.passes.fuse_conv_act as fca
 import pyge.passes.fuse_conv_bn as fcb
+import pyge.passes.fuse_shuffle as fsh
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 SINGLE = {"ge.enableSingleStream": "true"}
-PASSES = {"no conv+bn": (fcb, "fuse_conv_bn"), "no conv+add+relu": (fca, "fuse_conv_act"),
-          "no mul+add": (fa, "fuse_affine")}
+PASSES = {"no conv+affine": (fcb, "fuse_conv_bn"), "no conv+add+relu": (fca, "fuse_conv_act"),
+          "no affine chain": (fa, "fuse_affine"), "no shuffle": (fsh, "fuse_channel_shuffle")}
 
 
 def _compile_without(graph, module, name):

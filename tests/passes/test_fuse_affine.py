@@ -43,3 +43,33 @@ def test_not_fused_when_the_constant_would_expand_x():
 def test_not_fused_when_the_product_is_read_twice():
     m = pyge.compile(_graph(True, extra_use=True))
     assert "MulAdd" not in [n.op_type for n in m.plan.nodes]
+
+
+def _bn_scale(after_bn=("Mul", "Add"), relu=True):
+    """Pool -> BatchNormalization -> Mul -> Add -> Relu (densenet121's pre-activation)."""
+    b = pyge.GraphBuilder("bnscale")
+    x = b.input("x", "float32", (1, 4, 5, 5))
+    y = b.op("MaxPool", [x], name="pool", kernel_shape=[1, 1])
+    params = [b.initializer(n, RNG.uniform(0.5, 1.5, 4).astype(np.float32)) for n in ("g", "be", "m", "v")]
+    y = b.op("BatchNormalization", [y, *params], name="bn", epsilon=1e-5)
+    for i, op in enumerate(after_bn):
+        c = b.initializer(f"c{i}", RNG.uniform(0.5, 2, (4, 1, 1)).astype(np.float32))
+        y = b.op(op, [y, c], name=f"{op.lower()}{i}")
+    if relu:
+        y = b.op("Relu", [y], name="relu")
+    b.output(y)
+    return b.build()
+
+
+@pytest.mark.parametrize("after_bn", [("Mul", "Add"), ("Mul",), ("Add", "Div")])
+def test_batchnorm_and_scale_become_one_muladd(after_bn):
+    g = _bn_scale(after_bn)
+    fused = pyge.compile(g)
+    plain = pyge.compile(g, options={"ge.exec.enableFusion": "false"})
+    assert [(n.name, n.op_type) for n in fused.plan.nodes] == [("pool", "MaxPool"), ("bn", "MulAdd")]
+    np.testing.assert_allclose(fused.run(FEEDS)["relu_out"], plain.run(FEEDS)["relu_out"], rtol=1e-5, atol=1e-5)
+
+
+def test_lone_batchnorm_is_left_to_its_kernel():
+    m = pyge.compile(_bn_scale(after_bn=(), relu=False))
+    assert [n.op_type for n in m.plan.nodes] == ["MaxPool", "BatchNormalization"]

@@ -62,3 +62,53 @@ def test_light_models_same_outputs(name):
     assert len(out_p) > 2
     for k in out_p:
         np.testing.assert_allclose(out_f[k], out_p[k], rtol=1e-4, atol=1e-5)
+
+
+def _conv_chain(ops, const_shape=(4, 1, 1), with_bn=True):
+    """Conv -> [BN] -> ops (each (op_type, constant first?)) -> Relu, as Caffe exports write
+    BatchNormalization + Scale."""
+    rng = np.random.default_rng(2)
+    b = pyge.GraphBuilder("chain")
+    x = b.input("x", "float32", (1, 3, 8, 8))
+    w = b.initializer("w", rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    bias = b.initializer("bias", rng.standard_normal(4).astype(np.float32))
+    y = b.op("Conv", [x, w, bias], name="conv", pads=[1, 1, 1, 1])
+    if with_bn:
+        params = [b.initializer(n, rng.uniform(0.5, 1.5, 4).astype(np.float32)) for n in ("g", "be", "m", "v")]
+        y = b.op("BatchNormalization", [y, *params], name="bn", epsilon=1e-3)
+    for i, (op, const_first) in enumerate(ops):
+        c = b.initializer(f"c{i}", rng.uniform(0.5, 1.5, const_shape).astype(np.float32))
+        y = b.op(op, [c, y] if const_first else [y, c], name=f"{op.lower()}{i}")
+    b.output(b.op("Relu", [y], name="relu"))
+    return b.build()
+
+
+@pytest.mark.parametrize("ops,shape", [
+    ([("Mul", False), ("Add", True)], (4, 1, 1)),          # Caffe's Scale layer
+    ([("Mul", True), ("Add", False)], (1, 4, 1, 1)),
+    ([("Div", False), ("Sub", False)], (4, 1, 1)),
+    ([("Mul", False)], ()),                                   # a scalar
+])
+def test_affine_chain_folds_into_conv(ops, shape):
+    g = _conv_chain(ops, shape)
+    fused = pyge.compile(g)
+    plain = pyge.compile(g, options={"ge.exec.enableFusion": "false"})
+    assert [n.name for n in fused.plan.nodes] == ["conv"]    # chain folded, Relu fused
+    np.testing.assert_allclose(fused.run(_feeds())["relu_out"], plain.run(_feeds())["relu_out"],
+                               rtol=1e-5, atol=1e-5)
+    assert "conv+bn+" in fused.graph.metadata["fused"]
+    assert set(fused.graph.initializers) == {"conv_W_folded", "conv_B_folded"}
+
+
+@pytest.mark.parametrize("ops,shape", [
+    ([("Sub", True)], (4, 1, 1)),           # c - x: not folded
+    ([("Mul", False)], (4, 8, 1)),          # varies along H: not per channel
+    ([("Add", False)], (2, 4, 1, 1)),       # would expand the batch
+])
+def test_chain_stops_at_what_is_not_a_per_channel_affine(ops, shape):
+    g = _conv_chain(ops, shape)
+    fused = pyge.compile(g)
+    plain = pyge.compile(g, options={"ge.exec.enableFusion": "false"})
+    assert [n.op_type for n in fused.plan.nodes][:1] == ["Conv"] and len(fused.plan.nodes) >= 2
+    for k, v in plain.run(_feeds()).items():
+        np.testing.assert_allclose(fused.run(_feeds())[k], v, rtol=1e-5, atol=1e-5)

@@ -26,3 +26,21 @@ def note_fused(graph: Graph, fused: list[str], domain: str | None = None) -> Non
     prev = graph.metadata.get("fused")
     graph.metadata["fused"] = ",".join(([prev] if prev else []) + fused)
     graph.invalidate()
+
+
+def drop_unused_initializers(graph: Graph) -> None:
+    """Remove initializers no node (of any subgraph) reads and that are not graph inputs or
+    outputs: weights a fusion replaced (they may be large)."""
+    used = {id(v) for g in graph.all_graphs() for n in g.nodes for v in n.inputs if v is not None}
+    used |= {id(v) for v in graph.outputs} | {id(v) for v in graph.inputs}
+    for name in [k for k, v in graph.initializers.items() if id(v) not in used]:
+        del graph.initializers[name]
+
+
+def fresh_name(graph: Graph, base: str) -> str:
+    """`base`, or `base_1`, `base_2`, ... whichever no value of `graph` has."""
+    taken = graph.values()
+    name, i = base, 1
+    while name in taken:
+        name, i = f"{base}_{i}", i + 1
+    return name
