@@ -4,9 +4,10 @@
      2 check_ops         every op has a kernel (UnsupportedOperatorError lists them all)
      3 infer_types       ONNX type/shape inference on the copy
      4 fold_constants    (ge.exec.enableFusion) constant subgraphs become initializers
-     5 fuse_conv_bn      (ge.exec.enableFusion) BatchNormalization folded into its Conv, then
-                         Conv(+Add)(+Relu) fused into one oneDNN call (FusedConv), and
-                         Mul+Add(+Relu) with constant operands into one addcmul (pyge.MulAdd),
+     5 fuse_conv_bn      (ge.exec.enableFusion) per-channel affine chains (BatchNormalization,
+                         Mul/Add/Sub/Div by constants) folded into their Conv, then
+                         Conv(+Add)(+Relu) fused into one oneDNN call (FusedConv), other
+                         affine chains (+Relu) into one addcmul (pyge.MulAdd), and
                          Reshape->Transpose->Reshape channel shuffles into pyge.ChannelShuffle
      6 assign_engines    every node gets an engine (compute, skip, independent, attach)
      7 allocate_streams  GE's built-in chain, or single stream, or an automatic mode
