@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import os as _os
 
-# OpenMP threads that spin while idle keep burning cores after each operator, which the other
-# stream workers (and anything else on the machine) pay for: see the README's figures. Only
-# takes effect when torch is imported after pyge and the user has not chosen a policy.
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# How torch's idle OpenMP threads wait between operators. Sleeping at once (PASSIVE) makes
+# every operator pay a futex wake-up of the team (50-80 us: a third of shufflenet's time on
+# 2 cores); spinning without bound (ACTIVE) burns the cores after a run, which the other
+# stream workers and anything else on the machine pay for. A bounded spin covers the gaps
+# between one run's operators and gives the cores back within about half a millisecond: GNU
+# libgomp (pip's torch) counts spins (10000 = 0.5 ms on an AMD EPYC), Intel/LLVM OpenMP takes
+# milliseconds. Figures and commands: README, "OpenMP waits". Only when the user has set none
+# of these, and only if torch is imported after pyge (OpenMP reads them when it loads).
+if not any(k in _os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")):
+    _os.environ["GOMP_SPINCOUNT"] = "10000"
+    _os.environ["KMP_BLOCKTIME"] = "1"
 
 from .compiler import compile_graph as compile  # noqa: A001 - the public name is pyge.compile
 from .errors import (CustomPassError, ExecutionError, GraphCycleError, GraphError, InputError,

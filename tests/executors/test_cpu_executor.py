@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import pyge
 from pyge.executors import make_executor
-from pyge.executors.cpu import CpuExecutor, intra_op_threads
+from pyge.executors.cpu import CpuExecutor, intra_op_threads, side_threads
 from pyge.executors.sequential import SequentialExecutor
 
 from .helpers import (branch_streams, cached_light_model, random_feeds, random_graph,
@@ -95,7 +95,11 @@ def test_dispatch_and_thread_policy():
     assert intra_op_threads(16, 4.0) == 4
     assert intra_op_threads(16, 4.0, forced=3) == 3
     forced = replan(single, branch_streams(2), options={"pyge.intraOpThreads": "1"})
-    assert forced.executor.threads == 1
+    assert forced.executor.threads == 1 and forced.executor.side_threads == 1
+    # Side streams get what the main stream leaves, at least one thread: on 2 cores a second
+    # OpenMP team would cut every team's spin-wait (see cpu.py).
+    assert side_threads(2, 2, 1) == 1 and side_threads(16, 13, 1) == 3 and side_threads(16, 4, 3) == 4
+    assert side_threads(2, 2, 1, forced=2) == 2
 
 
 def test_threads_reused_and_setting_restored():

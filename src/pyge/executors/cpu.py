@@ -20,16 +20,20 @@ intra-op thread setting belong to one run at a time); each caller gets its own r
 Intra-op threads. torch's thread count is process-global, and with OpenMP each thread
 keeps its own team size (taken when that thread first runs a parallel op), so every stream
 thread calls torch.set_num_threads itself at the start of a run; the caller restores its
-own setting afterwards. The count: the budget C (torch.get_num_threads() when the executor
-was made) divided by the number of streams *expected to be busy at once*, i.e. the plan's
-average parallelism p = total work / critical-path work (average_parallelism), rounded up:
-ceil(C / p). Splitting evenly by the stream count (C // k) starves the main stream when the
-side streams are short, which is the usual case in CNNs (p is 1.0 to 1.4 on the light
-models). Measured on a shared 2-core machine (inception_v1, resnet50; 2 and 4 streams;
-40 interleaved runs, best case against one stream on 2 threads): C // k = 1 thread per
-stream ran at 0.68x to 1.04x, ceil(C / p) = 2 threads per stream at 0.96x to 1.15x.
-With many cores and truly parallel streams (p near k) the rule
-reduces to the even split and avoids k x C OpenMP threads spinning on C cores.
+own setting afterwards. The main stream (the caller's, the first busy one) gets the budget C
+(torch.get_num_threads() when the executor was made) divided by the number of streams
+*expected to be busy at once*, i.e. the plan's average parallelism p = total work /
+critical-path work (average_parallelism), rounded up: ceil(C / p). Each side stream gets
+what is left of C, split evenly, at least 1. In CNNs p is 1.0 to 1.4 (side streams are short
+branches), so on 2 cores the main stream keeps both cores and the side streams run on one.
+Why not C threads everywhere: every thread with a team of its own adds OpenMP threads, and
+once libgomp manages more threads than there are cores it cuts its spin-wait to 100
+iterations in every team, so each operator again pays a futex wake-up of its team (the cost
+pyge's bounded spin exists to avoid, see pyge/__init__.py). Measured on 2 cores
+(`python benchmarks/bench_omp_wait.py`, README "OpenMP waits"): LoadBalance:2 with a
+2-thread side stream ran shufflenet in 12.1 ms and squeezenet in 10.7 ms against 7.6 and
+6.9 ms with a 1-thread side stream, and single-stream runs in the same process slowed down
+from 7 to 12 ms once a 2-thread side team existed.
 `pyge.intraOpThreads=N` (N > 0) forces N.
 """
 from __future__ import annotations
@@ -59,9 +63,11 @@ class _Aborted(Exception):
 class _Job:
     """Everything one run shares between its stream threads."""
 
-    __slots__ = ("env", "flags", "cond", "aborted", "error", "pending", "hooks", "threads")
+    __slots__ = ("env", "flags", "cond", "aborted", "error", "pending", "hooks", "threads",
+                 "side_threads")
 
-    def __init__(self, nslots: int, nevents: int, nworkers: int, hooks, threads: int):
+    def __init__(self, nslots: int, nevents: int, nworkers: int, hooks, threads: int,
+                 side_threads: int = 0):
         self.env: list[Any] = [None] * nslots
         self.flags = [False] * nevents
         self.cond = threading.Condition(threading.Lock())
@@ -69,7 +75,8 @@ class _Job:
         self.error: tuple[int, int, BaseException] | None = None   # (node, stream, cause)
         self.pending = nworkers
         self.hooks = hooks
-        self.threads = threads
+        self.threads = threads              # intra-op threads of the main stream (0: leave)
+        self.side_threads = side_threads    # ... and of every side stream
 
     def record(self, e: int) -> None:
         with self.cond:
@@ -102,11 +109,12 @@ class _Job:
             self.cond.notify_all()
 
 
-def _run_stream(prog: list[tuple], job: _Job, stream: int) -> None:
+def _run_stream(prog: list[tuple], job: _Job, stream: int, main: bool = True) -> None:
     """Run one stream's steps. Hot loop: one tuple per step, no attribute lookups per op."""
     env, flags = job.env, job.flags
-    if job.threads and torch.get_num_threads() != job.threads:
-        torch.set_num_threads(job.threads)
+    want = job.threads if main else job.side_threads
+    if want and torch.get_num_threads() != want:
+        torch.set_num_threads(want)
     if job.hooks is not None:
         return _run_stream_hooked(prog, job, stream)
     ni = -1
@@ -171,7 +179,7 @@ def _worker_main(prog: list[tuple], stream: int, jobs: "queue.SimpleQueue[_Job |
         if job is None:
             return
         try:
-            _run_stream(prog, job, stream)
+            _run_stream(prog, job, stream, main=False)
         finally:
             job.worker_done()
             del job               # hold none of the run's values while idle
@@ -215,6 +223,14 @@ def intra_op_threads(budget: int, parallelism: float, forced: int = 0) -> int:
     return max(1, math.ceil(budget / max(1.0, parallelism) - 1e-9))
 
 
+def side_threads(budget: int, main: int, sides: int, forced: int = 0) -> int:
+    """torch threads per side-stream thread: `forced` if > 0, else what the main stream's
+    `main` threads leave of the budget, split between the `sides` side streams, at least 1."""
+    if forced > 0:
+        return forced
+    return max(1, (budget - main) // max(1, sides))
+
+
 class CpuExecutor:
     """Runs a multi-stream plan with one thread per busy logical stream."""
 
@@ -251,8 +267,11 @@ class CpuExecutor:
         self.busy = [s for s, prog in enumerate(self.programs) if prog]
         forced = parse_options(options)["pyge.intraOpThreads"]
         self.parallelism = average_parallelism(plan)
-        self.threads = (intra_op_threads(torch.get_num_threads(), min(self.parallelism, len(self.busy)), forced)
+        budget = torch.get_num_threads()
+        self.threads = (intra_op_threads(budget, min(self.parallelism, len(self.busy)), forced)
                         if len(self.busy) > 1 or forced else 0)
+        self.side_threads = (side_threads(budget, self.threads, len(self.busy) - 1, forced)
+                             if len(self.busy) > 1 else 0)
         self._lock = threading.Lock()
         self._queues: list | None = None
         self._threads: list[threading.Thread] = []
@@ -284,7 +303,7 @@ class CpuExecutor:
         arrays = check_feeds(self.graph, plan, feeds)
         with self._lock:
             job = _Job(self.none_slot + 1, len(plan.events), len(self.busy) - 1 if self.busy else 0,
-                       hooks, self.threads)
+                       hooks, self.threads, self.side_threads)
             env = job.env
             for vi, t in self.consts.items():
                 env[vi] = t
