@@ -3,9 +3,10 @@
 Every configuration runs in the same process, interleaved round by round in a fresh random
 order each round, so machine noise hits them alike; the figure reported is the median
 per-round ratio to onnxruntime's sequential mode (ratio < 1: pyge faster). Each timed call
-starts after a 20 ms pause: onnxruntime's worker threads keep spinning for a while after a
-run, and without the pause they slow down whatever runs next (measured: 20-30% on the
-configuration timed right after onnxruntime).
+starts after a 60 ms pause: onnxruntime's pool threads keep spinning for about 40 ms after a
+run (measured here: 40 ms of CPU in a 100 ms sleep after one shufflenet run), and a
+configuration timed while they spin shares a core with them (pyge single stream on
+shufflenet: 7 ms alone, 17-28 ms right after onnxruntime).
 
     python benchmarks/bench_cpu.py                       # inception_v1, resnet50
     python benchmarks/bench_cpu.py --models all --rounds 30
@@ -28,6 +29,7 @@ import onnx
 import pyge
 
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
+PAUSE_S = 0.06
 ALL = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
        "squeezenet", "vgg19", "zfnet512"]
 
@@ -72,7 +74,7 @@ def bench_model(name: str, rounds: int, multi: bool) -> dict:
     for _ in range(rounds):
         rng.shuffle(order)
         for k, fn in order:
-            time.sleep(0.02)
+            time.sleep(PAUSE_S)
             t0 = time.perf_counter()
             fn(feeds)
             times[k].append(time.perf_counter() - t0)
