@@ -1,15 +1,18 @@
-"""CPU latency of the light models: pyge against onnxruntime, measured side by side.
+"""CPU latency of the light models: pyge against onnxruntime.
 
-Every configuration runs in the same process, interleaved round by round in a fresh random
-order each round, so machine noise hits them alike; the figure reported is the median
-per-round ratio to onnxruntime's sequential mode (ratio < 1: pyge faster). Each timed call
-starts after a 60 ms pause: onnxruntime's pool threads keep spinning for about 40 ms after a
-run (measured here: 40 ms of CPU in a 100 ms sleep after one shufflenet run), and a
-configuration timed while they spin shares a core with them (pyge single stream on
-shufflenet: 7 ms alone, 17-28 ms right after onnxruntime).
+Each engine runs in a child process of its own, so neither sees the other's threads: after a
+run, onnxruntime's pool threads spin for about 40 ms (measured: 40 ms of CPU in a 100 ms sleep
+after one shufflenet run) and torch's OpenMP team spins briefly too; in one process, whichever
+runs next shares a core with the spinner (pyge single stream on shufflenet: 7 ms alone, 17-28
+ms right after onnxruntime); onnxruntime's sequential and parallel sessions get a child each
+for the same reason. The children take turns, in a fresh random order each round, so
+that the machine's drift hits both alike. Within a child the configurations are interleaved
+call by call, back to back (steady state, as a served model runs), and each reports its median.
+The figure is the median over rounds of (pyge / onnxruntime sequential) in the same round:
+below 1 is faster.
 
     python benchmarks/bench_cpu.py                       # inception_v1, resnet50
-    python benchmarks/bench_cpu.py --models all --rounds 30
+    python benchmarks/bench_cpu.py --models all --rounds 5
     python benchmarks/bench_cpu.py --multi               # add pyge multi-stream and ORT parallel
 """
 from __future__ import annotations
@@ -19,82 +22,108 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
-import onnx
-
-import pyge
-
-LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
-PAUSE_S = 0.06
 ALL = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
        "squeezenet", "vgg19", "zfnet512"]
 
-
-def _ort(path: Path, parallel: bool):
+CHILD = r'''
+import json, os, random, statistics, sys, time
+import numpy as np, onnx
+engine, names, calls, multi = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4] == "1"
+if engine == "pyge":
+    import pyge
+else:
     import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.execution_mode = ort.ExecutionMode.ORT_PARALLEL if parallel else ort.ExecutionMode.ORT_SEQUENTIAL
-    s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    return lambda feeds: s.run(None, feeds)
-
-
-def _pyge(path: Path, options: dict):
-    m = pyge.compile(pyge.load_onnx(path), device="cpu", options=options)
-    return (lambda feeds: m.run(feeds)), m
-
-
-def bench_model(name: str, rounds: int, multi: bool) -> dict:
-    path = LIGHT / f"light_{name}.onnx"
-    g = pyge.load_onnx(path)
+light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+out = {}
+for name in names:
+    path = os.path.join(light, f"light_{name}.onnx")
+    m = onnx.load(path, load_external_data=False)
+    init = {i.name for i in m.graph.initializer}
     rng = np.random.default_rng(0)
-    feeds = {v.name: rng.standard_normal([d if isinstance(d, int) else 1 for d in v.shape]).astype(v.dtype)
-             for v in g.inputs}
-    runners = {"ort_seq": _ort(path, False)}
-    single, m1 = _pyge(path, {"ge.enableSingleStream": "true"})
-    runners["pyge_single"] = single
-    info = {"streams_single": m1.num_streams}
-    if multi:
-        runners["ort_par"] = _ort(path, True)
-        default, m2 = _pyge(path, {})
-        runners["pyge_default"] = default
-        info["streams_default"] = m2.num_streams
-        lb, m3 = _pyge(path, {"ge.autoMultistreamParallelMode": "LoadBalance:2"})
-        runners["pyge_lb2"] = lb
-        info["streams_lb2"] = m3.num_streams
-    for fn in runners.values():          # warm up
-        fn(feeds)
-        fn(feeds)
-    times: dict[str, list[float]] = {k: [] for k in runners}
+    feeds = {}
+    for v in m.graph.input:
+        if v.name in init:
+            continue
+        shape = [d.dim_value or 1 for d in v.type.tensor_type.shape.dim]
+        feeds[v.name] = rng.standard_normal(shape).astype(np.float32)
+    runners, info = {}, {}
+    if engine == "pyge":
+        g = pyge.load_onnx(path)
+        configs = {"pyge_single": {"ge.enableSingleStream": "true"}}
+        if multi:
+            configs.update(pyge_default={}, pyge_lb2={"ge.autoMultistreamParallelMode": "LoadBalance:2"})
+        for label, opts in configs.items():
+            cm = pyge.compile(g, device="cpu", options=opts)
+            runners[label] = (lambda cm: lambda: cm.run(feeds))(cm)
+            info[f"streams_{label[5:]}"] = cm.num_streams
+    else:   # one mode per child: a parallel session's spinning pool would slow the other
+        modes = {"ort_seq": ort.ExecutionMode.ORT_SEQUENTIAL, "ort_par": ort.ExecutionMode.ORT_PARALLEL}
+        for label, mode in ((engine, modes[engine]),):
+            so = ort.SessionOptions()
+            so.execution_mode = mode
+            so.log_severity_level = 3
+            s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            runners[label] = (lambda s: lambda: s.run(None, feeds))(s)
+    for f in runners.values():
+        for _ in range(3):
+            f()
+    times = {k: [] for k in runners}
     order = list(runners.items())
-    rng = random.Random(0)
-    for _ in range(rounds):
-        rng.shuffle(order)
-        for k, fn in order:
-            time.sleep(PAUSE_S)
+    r = random.Random(0)
+    for _ in range(calls):
+        r.shuffle(order)
+        for k, f in order:
             t0 = time.perf_counter()
-            fn(feeds)
+            f()
             times[k].append(time.perf_counter() - t0)
-    base = times["ort_seq"]
-    out = {"model": name, **info}
-    for k, ts in times.items():
-        out[f"{k}_ms"] = round(statistics.median(ts) * 1e3, 3)
-        out[f"{k}_ratio"] = round(statistics.median(t / b for t, b in zip(ts, base)), 3)
-    return out
+    out[name] = {**{k: statistics.median(v) * 1e3 for k, v in times.items()}, **info}
+print(json.dumps(out))
+'''
+
+
+def _child(engine: str, names: list[str], calls: int, multi: bool) -> dict:
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([sys.executable, "-c", CHILD, engine, ",".join(names), str(calls),
+                        "1" if multi else "0"], env=env, capture_output=True, text=True, timeout=1800)
+    if p.returncode:
+        raise SystemExit(f"{engine} child failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="inception_v1,resnet50", help="comma list or 'all'")
-    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5, help="child processes per engine (default 5)")
+    ap.add_argument("--calls", type=int, default=15, help="timed calls per configuration per child")
     ap.add_argument("--multi", action="store_true", help="also pyge multi-stream and ORT parallel")
     ap.add_argument("--json", help="write the rows as JSON here")
     a = ap.parse_args(argv)
     names = ALL if a.models == "all" else a.models.split(",")
-    rows = [bench_model(n, a.rounds, a.multi) for n in names]
+    rounds: list[dict] = []
+    rng = random.Random(0)
+    for r in range(a.rounds):
+        res = {}
+        engines = ["ort_seq", "pyge"] + (["ort_par"] if a.multi else [])
+        for engine in rng.sample(engines, len(engines)):
+            res.update({(engine, k): v for k, v in _child(engine, names, a.calls, a.multi).items()})
+        rounds.append(res)
+        print(f"round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)
+    rows = []
+    for n in names:
+        per = [{k: v for (e, m), d in x.items() if m == n for k, v in d.items()} for x in rounds]
+        order = ["ort_seq", "pyge_single", "ort_par", "pyge_default", "pyge_lb2"]
+        keys = [k for k in order if k in per[0]]
+        row = {"model": n, **{k: v for k, v in per[0].items() if k.startswith("streams_")}}
+        for k in keys:
+            row[f"{k}_ms"] = round(statistics.median(p[k] for p in per), 3)
+            row[f"{k}_ratio"] = round(statistics.median(p[k] / p["ort_seq"] for p in per), 3)
+        rows.append(row)
     keys = [k for k in rows[0] if k.endswith("_ratio")]
     print(f"{'model':<14}" + "".join(f"{k.replace('_ratio', ''):>14}" for k in keys) + "   (median ratio to ort_seq)")
     for r in rows:

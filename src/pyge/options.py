@@ -98,7 +98,7 @@ _SPEC: dict[str, tuple[Any, str, str]] = {
     "pyge.costFile": (_any_str, "", "JSON file of measured per-operator costs for pyge.streamPolicy (pyge tune writes it)"),
     "pyge.cudaGraph": (_bool, "true", "capture static graphs into a CUDA graph and replay them (cuda only)"),
     "pyge.intraOpThreads": (lambda k, v: _int_range(k, v, 0, 1024), "0",
-                            "torch intra-op threads per CPU stream worker (0 = share the cores evenly)"),
+                            "torch intra-op threads of every CPU stream (0 = main stream by parallelism, side streams the rest)"),
     "pyge.verify": (_bool, "true", "check the finished plan (dependencies, deadlock, buffer reuse) at compile time"),
     "pyge.memoryReuse": (_bool, "true", "reuse intermediate buffers (stream-aware)"),
     "pyge.customPassTimeout": (_seconds, "120",
