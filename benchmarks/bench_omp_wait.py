@@ -1,7 +1,8 @@
-"""How torch's idle OpenMP threads should wait: pyge's default (a bounded spin) against sleeping
-at once (OMP_WAIT_POLICY=PASSIVE) and spinning without bound (ACTIVE), on the CPU.
+"""Process-wide CPU runtime settings: how torch's idle OpenMP threads wait (pyge's default, a
+bounded spin, against sleeping at once with OMP_WAIT_POLICY=PASSIVE and spinning without bound
+with ACTIVE), and pyge's glibc malloc thresholds (default, against PYGE_CPU_MALLOC=system).
 
-OpenMP reads these variables once, when it loads, so each setting runs in a child process of
+OpenMP and glibc read these once, at start-up, so each setting runs in a child process of
 its own; the settings take turns round by round (a fresh order each round) so that machine
 noise hits them alike. Each child times, per light model, pyge single stream and LoadBalance:2
 (median of `--calls` runs), and the CPU time the process burns in the 5 ms after one run
@@ -26,6 +27,7 @@ SETTINGS = {
     "default (bounded spin)": {},
     "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
     "ACTIVE": {"OMP_WAIT_POLICY": "ACTIVE"},
+    "malloc left alone": {"PYGE_CPU_MALLOC": "system"},
 }
 MODELS = "shufflenet,squeezenet,inception_v1,resnet50,densenet121"
 
@@ -74,7 +76,7 @@ def main(argv=None) -> int:
     for r in range(a.rounds):
         for label in rng.sample(list(SETTINGS), len(SETTINGS)):
             env = {k: v for k, v in os.environ.items()
-                   if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")}
+                   if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "PYGE_CPU_MALLOC")}
             env.update(SETTINGS[label])
             env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
             p = subprocess.run([sys.executable, "-c", CHILD, a.models, str(a.calls)], env=env,
@@ -88,6 +90,7 @@ def main(argv=None) -> int:
     lines = [f"median over {a.rounds} rounds of per-child medians ({a.calls} calls); ms; "
              "idle = CPU burnt in the 5 ms after a run"]
     header = f"{'model':<14}{'setting':<24}{'single':>9}{'lb2':>9}{'idle':>8}{'single vs PASSIVE':>19}"
+    # PASSIVE and ACTIVE rows keep pyge's malloc setting; the last row keeps pyge's OpenMP one.
     lines.append(header)
     for m in models:
         base = statistics.median(x[m]["single"] for x in runs["PASSIVE"])

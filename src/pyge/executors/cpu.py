@@ -52,6 +52,7 @@ from ..options import parse_options
 from ..plan.plan import LAUNCH, RECORD, Plan
 from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device, merged_steps,
                    node_descriptions, outputs_to_numpy, stream_tables)
+from .host_memory import tune_host_malloc
 
 _WAIT_SLICE_S = 0.5      # longest single sleep of a waiter before it re-checks the abort flag
 
@@ -243,6 +244,8 @@ class CpuExecutor:
         self.device = device
         plan.launch_order()                      # PlanError now rather than a hang later
         kernels = build_kernels(graph, plan, device)
+        if str(device) == "cpu":
+            tune_host_malloc()          # host_memory.py: no page faults on every run
         # arena=True keeps every planned intermediate at its planned offset in one tensor,
         # as the CUDA executor's "arena" strategy does: a real test of the memory plan's
         # cross-stream reuse under true concurrency (a wrong reuse corrupts results).

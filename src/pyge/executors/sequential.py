@@ -14,6 +14,7 @@ from ..ir.graph import Graph
 from ..options import parse_options
 from ..plan.plan import Plan
 from .base import build_kernels, check_feeds, constants, feeds_to_device, node_descriptions, outputs_to_numpy
+from .host_memory import tune_host_malloc
 
 
 class SequentialExecutor:
@@ -24,6 +25,8 @@ class SequentialExecutor:
         self.graph = graph
         self.device = device
         self.kernels = build_kernels(graph, plan, device)
+        if str(device) == "cpu":
+            tune_host_malloc()          # host_memory.py: no page faults on every run
         self.descs = node_descriptions(graph, plan)
         self.consts = constants(graph, plan, device)
         self.order = plan.launch_order()
