@@ -101,3 +101,17 @@ def test_absorb_moves_the_output_value_and_keeps_uses():
     g.absorb(a, j)
     assert a.outputs == (out,) and out.producer is a and out.index == 0
     assert g.find_node("J") is None and out in g.outputs
+
+
+def test_fold_to_constants_keeps_values_and_uses():
+    g = _diamond()
+    a = g.node("A")
+    (out,) = a.outputs
+    readers = [n.name for n, _ in out.uses]
+    arr = np.arange(4, dtype=np.float32)
+    g.fold_to_constants(a, [arr])
+    assert g.find_node("A") is None and out.producer is None and out.index == -1
+    assert g.initializers[out.name] is out and out.const is not None and out.shape == (4,)
+    assert sorted(n.name for n, _ in out.uses) == sorted(readers)
+    with pytest.raises(pyge.GraphError, match="'R': 2 folded values for 1 outputs"):
+        g.fold_to_constants(g.node("R"), [arr, arr])

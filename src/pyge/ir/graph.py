@@ -244,6 +244,21 @@ class Graph:
         node.graph = None
         self._succ_cache = None
 
+    def fold_to_constants(self, node: Node, arrays: list[np.ndarray]) -> None:
+        """Constant folding: each output Value of `node` becomes an initializer holding the
+        matching array, and `node` leaves the graph. Consumers keep reading the same Values,
+        so names and use lists stay valid."""
+        if len(arrays) != len(node._outputs):
+            raise GraphError(f"node {node.name!r}: {len(arrays)} folded values for "
+                             f"{len(node._outputs)} outputs")
+        for o, a in zip(node._outputs, arrays):
+            o.const = np.ascontiguousarray(a)
+            o.dtype, o.shape = str(a.dtype), tuple(a.shape)
+            o.producer, o.index = None, -1
+            self.initializers[o.name] = o
+        node._outputs = []
+        self.remove_node(node)
+
     def absorb(self, keep: Node, drop: Node) -> None:
         """Fusion: `keep` produces `drop`'s (single) output Value and `drop` leaves the graph.
 

@@ -42,17 +42,9 @@ def fold_constants(graph: Graph) -> int:
             continue
         if sum(a.nbytes for a in arrays) > MAX_FOLD_BYTES:
             continue
-        for o, a in zip(n.outputs, arrays):
-            o.const = np.ascontiguousarray(a)
-            o.dtype, o.shape = str(a.dtype), tuple(a.shape)
-        folded.append(n)
-    for n in folded:
-        # Turn each output Value into an initializer in place: consumers keep their Value.
-        for o in n.outputs:
-            o.producer, o.index = None, -1
-            graph.initializers[o.name] = o
-        n._outputs = []
-        graph.remove_node(n)
+        # Now: later nodes of this sort read these values as constants and may fold too.
+        graph.fold_to_constants(n, arrays)
+        folded.append(n.name)
     if folded:
-        graph.metadata["folded"] = ",".join(n.name for n in folded)
+        graph.metadata["folded"] = ",".join(folded)
     return len(folded)
