@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
-from .fusion import drop_unused_initializers, fresh_name, is_static, note_fused, single_consumer
+from .fusion import (drop_unused_initializers, fresh_name, fusion_sites, is_static, note_fused,
+                     single_consumer)
 
 DOMAIN = "pyge"
 _FLOATS = ("float16", "float32", "float64")
@@ -111,12 +112,7 @@ def _trim(a: np.ndarray, rank: int) -> np.ndarray:
 def fuse_affine(graph: Graph) -> int:
     """Fuse every eligible affine chain (+Relu) of the root graph; returns how many."""
     fused = []
-    for first in graph.topological_sort():
-        if first.graph is not graph:
-            continue
-        p = _plan(first, graph)
-        if p is None:
-            continue
+    for first, p in fusion_sites(graph, _plan):
         x, scale, shift, rest, relu = p
         dt = x.dtype
         rank = len(x.shape)

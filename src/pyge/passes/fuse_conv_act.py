@@ -15,7 +15,7 @@ output names do not change; the fused nodes' names go to its doc string and to
 from __future__ import annotations
 
 from ..ir.graph import Graph, Node
-from .fusion import is_static, note_fused, single_consumer
+from .fusion import fusion_sites, is_static, note_fused, single_consumer
 
 DOMAIN = "com.microsoft"
 
@@ -45,12 +45,7 @@ def _plan(conv: Node, graph: Graph):
 def fuse_conv_act(graph: Graph) -> int:
     """Fuse every eligible Conv(+Add)(+Relu) chain of the root graph; returns how many."""
     fused = []
-    for conv in graph.topological_sort():
-        if conv.graph is not graph:
-            continue
-        p = _plan(conv, graph)
-        if p is None:
-            continue
+    for conv, p in fusion_sites(graph, _plan):
         add, z, relu = p
         names = [conv.name]
         ins = list(conv.inputs) + [None] * (3 - len(conv.inputs))

@@ -16,7 +16,7 @@ the result is bit-identical (a permutation). `ge.exec.enableFusion=false` keeps 
 from __future__ import annotations
 
 from ..ir.graph import Graph, Node
-from .fusion import is_static, note_fused, single_consumer
+from .fusion import fusion_sites, is_static, note_fused, single_consumer
 
 DOMAIN = "pyge"
 
@@ -50,12 +50,7 @@ def _plan(first: Node, graph: Graph):
 def fuse_channel_shuffle(graph: Graph) -> int:
     """Fuse every channel shuffle of the root graph; returns how many."""
     fused = []
-    for first in graph.topological_sort():
-        if first.graph is not graph:
-            continue
-        p = _plan(first, graph)
-        if p is None:
-            continue
+    for first, p in fusion_sites(graph, _plan):
         x, g, tr, last = p
         names = [first.name, tr.name, last.name]
         graph.absorb(first, tr)

@@ -1,6 +1,8 @@
 """What the fusion passes (fuse_conv_bn, fuse_conv_act, fuse_affine) share."""
 from __future__ import annotations
 
+from typing import Any, Callable, Iterator
+
 from ..ir.graph import Graph, Node, Value
 
 
@@ -44,3 +46,15 @@ def fresh_name(graph: Graph, base: str) -> str:
     while name in taken:
         name, i = f"{base}_{i}", i + 1
     return name
+
+
+def fusion_sites(graph: Graph, plan: Callable[[Node, Graph], Any]) -> Iterator[tuple[Node, Any]]:
+    """(node, plan(node, graph)) for each node of the root graph, in topological order, whose
+    plan is not None. Plans are made one at a time, so each sees the fusions applied so far;
+    nodes an earlier fusion removed are skipped."""
+    for node in graph.topological_sort():
+        if node.graph is not graph:
+            continue
+        p = plan(node, graph)
+        if p is not None:
+            yield node, p
