@@ -192,3 +192,18 @@ def test_single_stream_runs_no_custom_pass():
     register_custom_pass("Never").custom_allocate_stream_pass_fn(lambda g, c: calls.append(1) or 5)
     assert pyge.compile(ref_graph(), options={"ge.enableSingleStream": "true"}).num_streams == 1
     assert calls == []
+
+
+@pytest.mark.parametrize("timeout", ["0", "30"])
+def test_pass_that_compiles_fails_at_once(timeout):
+    def nested(graph, ctx):
+        pyge.compile(ref_graph())
+        return GRAPH_SUCCESS
+    register_custom_pass("Nested").custom_allocate_stream_pass_fn(nested)
+    t0 = time.perf_counter()
+    with pytest.raises(pyge.CustomPassError, match=r"'Nested' failed .*'Nested' failed with return code reentrant") as err:
+        pyge.compile(ref_graph(), options={"pyge.customPassTimeout": timeout})
+    assert time.perf_counter() - t0 < 10
+    one_line(err)
+    pyge.clear_custom_passes()
+    assert pyge.compile(ref_graph()).num_streams == 1    # the thread mark did not stay behind

@@ -12,6 +12,10 @@ that the compiler can give up on it: Python cannot stop a thread, so a pass that
 returns keeps running in the background, but its context is closed at once (it can no
 longer change any stream) and it only ever saw a read-only view of the compiler's clone.
 With no limit the pass runs on the calling thread.
+
+A pass may not compile a model itself: the nested compilation would run every custom pass
+again, that one included, without end. pyge.compile called from inside a pass call fails at
+once with CustomPassError naming the outer pass.
 """
 from __future__ import annotations
 
@@ -37,6 +41,8 @@ AFTER_STAGE = "RunCustomPass_AfterAssignLogicStream"
 
 OnStage = Callable[[str, Graph], Any]
 
+_inside = threading.local()     # .pass_name: set on the thread running a pass call
+
 
 def run_custom_passes(graph: Graph, options: Options | Mapping[str, Any] | None = None,
                       on_stage: OnStage | None = None) -> set[int]:
@@ -46,6 +52,10 @@ def run_custom_passes(graph: Graph, options: Options | Mapping[str, Any] | None 
     passes = registered_passes()
     if not passes:
         return set()
+    outer = getattr(_inside, "pass_name", None)
+    if outer is not None:
+        raise CustomPassError(outer, "reentrant", "the pass compiled a model from inside its call; "
+                              "a nested compilation would run the custom passes again without end")
     book = StreamBook(graph)
     timeout = float(opts["pyge.customPassTimeout"])
     for g in graph.all_graphs():
@@ -70,12 +80,12 @@ class _PassTimeout(Exception):
 def _invoke(reg: CustomPassRegistration, view: ConstGraph, ctx: StreamPassContext, timeout: float):
     """reg.stream_fn(view, ctx), given up on after `timeout` seconds (0: no limit)."""
     if timeout <= 0:
-        return reg.stream_fn(view, ctx)
+        return _marked(reg, view, ctx)
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            box["ret"] = reg.stream_fn(view, ctx)
+            box["ret"] = _marked(reg, view, ctx)
         except BaseException as err:  # noqa: BLE001 - handed to the compiling thread
             box["err"] = err
 
@@ -91,6 +101,16 @@ def _invoke(reg: CustomPassRegistration, view: ConstGraph, ctx: StreamPassContex
     if "err" in box:
         raise box["err"]
     return box.get("ret")
+
+
+def _marked(reg: CustomPassRegistration, view: ConstGraph, ctx: StreamPassContext):
+    """The pass call, with this thread marked as inside it (see run_custom_passes)."""
+    saved = getattr(_inside, "pass_name", None)
+    _inside.pass_name = reg.name
+    try:
+        return reg.stream_fn(view, ctx)
+    finally:
+        _inside.pass_name = saved
 
 
 def _call(reg: CustomPassRegistration, g: Graph, view: ConstGraph, ctx: StreamPassContext,
