@@ -280,6 +280,10 @@ def main(argv=None) -> int:
         for b in [int(x) for x in a.batches.split(",")]:
             for name in a.models.split(","):
                 cases.append(bench_case(name, b, a.device, a, clock, Path(tmp), out))
+                # Each finished case is on disk at once: a run cut short by the device's time
+                # limit still brings back what it measured.
+                (out / "gpu_bench.partial.json").write_text(
+                    json.dumps({"meta": meta, "cases": cases}, indent=1, default=str) + "\n")
     meta["wall_s"] = round(time.perf_counter() - clock.t0, 1)
     text = report(cases, meta)
     print(text)

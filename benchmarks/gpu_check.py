@@ -294,6 +294,11 @@ def run_all(args) -> dict:
         for r in got:
             say("  " + fmt_row(r))
         say(f"  ({name} batch {batch}: {time.perf_counter() - t0:.1f} s)")
+        # On disk after every case: a run cut short by the device's time limit keeps its rows.
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "gpu_check.partial.json").write_text(json.dumps({"notes": notes, "results": rows},
+                                                               indent=1, default=str))
     info = {"device": device, "torch": torch.__version__, "pyge": pyge.__version__,
             "gpu": torch.cuda.get_device_name() if device.startswith("cuda") else None,
             "reps": args.reps, "elapsed_s": time.perf_counter() - t_start, "notes": notes,
