@@ -70,9 +70,17 @@ def insert_events(plan: Plan) -> int:
     if plan.events or any(st.kind != LAUNCH for steps in plan.streams for st in steps):
         raise PlanError(f"insert_events: plan {plan.graph_name!r} already has events; "
                         "the pass runs once, on a plan of launches only")
+    return add_events(plan, minimal_sync_edges(plan))
+
+
+def add_events(plan: Plan, pairs) -> int:
+    """One Event per (src node, dst node, reason) of `pairs`, in that order: RECORD right
+    after src's launch on its stream, WAIT right before dst's launch on its stream (before
+    any steps already next to those launches). Returns how many were added."""
     records: dict[int, list[int]] = {}
     waits: dict[int, list[int]] = {}
-    for src, dst, reason in minimal_sync_edges(plan):
+    added = 0
+    for src, dst, reason in pairs:
         s, d = plan.nodes[src], plan.nodes[dst]
         e = Event(index=len(plan.events), event_id=len(plan.events), src=s.name, dst=d.name,
                   src_stream=s.stream, dst_stream=d.stream, src_node=src, dst_node=dst,
@@ -80,11 +88,17 @@ def insert_events(plan: Plan) -> int:
         plan.events.append(e)
         records.setdefault(src, []).append(e.index)
         waits.setdefault(dst, []).append(e.index)
+        added += 1
     for s, steps in enumerate(plan.streams):
+        if not any(st.kind == LAUNCH and (st.arg in records or st.arg in waits) for st in steps):
+            continue
         new: list[Step] = []
         for st in steps:
-            new.extend(Step(WAIT, k) for k in waits.get(st.arg, ()))
-            new.append(st)
-            new.extend(Step(RECORD, k) for k in records.get(st.arg, ()))
+            if st.kind == LAUNCH:
+                new.extend(Step(WAIT, k) for k in waits.get(st.arg, ()))
+                new.append(st)
+                new.extend(Step(RECORD, k) for k in records.get(st.arg, ()))
+            else:
+                new.append(st)
         plan.streams[s] = new
-    return len(plan.events)
+    return added

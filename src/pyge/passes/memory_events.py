@@ -11,7 +11,8 @@ twice gives the same result.
 """
 from __future__ import annotations
 
-from ..plan.plan import LAUNCH, RECORD, WAIT, Event, Plan, Step
+from ..plan.plan import LAUNCH, Plan
+from .events import add_events
 
 MEMORY = "memory"
 
@@ -52,26 +53,5 @@ def add_memory_events(plan: Plan, edges: list[tuple[int, int]]) -> int:
         key = (p, plan.nodes[x].stream)
         if key not in latest or pos[x] > pos[latest[key]]:
             latest[key] = x
-    records: dict[int, list[int]] = {}
-    waits: dict[int, list[int]] = {}
-    for (p, _), x in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[1])):
-        src, dst = plan.nodes[x], plan.nodes[p]
-        e = Event(index=len(plan.events), event_id=len(plan.events), src=src.name, dst=dst.name,
-                  src_stream=src.stream, dst_stream=dst.stream, src_node=x, dst_node=p,
-                  reason=MEMORY)
-        plan.events.append(e)
-        records.setdefault(x, []).append(e.index)
-        waits.setdefault(p, []).append(e.index)
-    for s, steps in enumerate(plan.streams):
-        if not any(st.kind == LAUNCH and (st.arg in records or st.arg in waits) for st in steps):
-            continue
-        new: list[Step] = []
-        for st in steps:
-            if st.kind == LAUNCH:
-                new.extend(Step(WAIT, k) for k in waits.get(st.arg, ()))
-                new.append(st)
-                new.extend(Step(RECORD, k) for k in records.get(st.arg, ()))
-            else:
-                new.append(st)
-        plan.streams[s] = new
-    return len(latest)
+    ordered = sorted(latest.items(), key=lambda kv: (kv[0][0], kv[1]))
+    return add_events(plan, [(x, p, MEMORY) for (p, _), x in ordered])
