@@ -18,6 +18,7 @@ on the device, outputs left there (`output_device="cuda"`).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import json
 import os
@@ -32,12 +33,8 @@ import onnx
 import torch
 
 import pyge
-from pyge.ir.clone import clone_graph
 from pyge.model import CompiledModel
-from pyge.passes.event_ids import assign_event_ids
-from pyge.passes.events import insert_events
-from pyge.passes.memory import plan_memory
-from pyge.plan.build import build_plan
+from pyge.replan import branch_streams, replan
 
 LIGHT_DIR = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
 LIGHT = ["inception_v1", "inception_v2", "resnet50", "squeezenet", "shufflenet", "densenet121",
@@ -52,33 +49,6 @@ def say(*a) -> None:
 
 # -- building models ---------------------------------------------------------------------
 
-def branch_streams(g: pyge.Graph, k: int) -> dict[str, int]:
-    """A node continues its first predecessor's stream unless a sibling took it already;
-    otherwise it opens the next stream round-robin (GE's rule, with k streams)."""
-    out, taken, nxt = {}, set(), 0
-    for n in g.topological_sort():
-        free = [p for p in n.predecessors if p.name in out and p.name not in taken]
-        if free:
-            out[n.name] = out[free[0].name]
-            taken.add(free[0].name)
-        else:
-            out[n.name] = nxt % k
-            nxt += 1
-    return out
-
-
-def replan(model: CompiledModel, streams: dict[str, int], device: str) -> CompiledModel:
-    g = clone_graph(model.graph)
-    used = {s: i for i, s in enumerate(sorted({streams.get(n.name, 0) for n in g.nodes} | {0}))}
-    for n in g.nodes:
-        n.stream_id = used[streams.get(n.name, 0)]
-    plan = build_plan(g, len(used), [], model.options.as_dict())
-    insert_events(plan)
-    assign_event_ids(plan, model.options["ge.maxEventNum"])
-    plan_memory(plan, model.options)
-    return CompiledModel(g, plan, device, model.options)
-
-
 def variants(graph: pyge.Graph, device: str) -> dict[str, CompiledModel]:
     single = pyge.compile(graph, device, {"ge.enableSingleStream": "true"})
     out = {"single": single}
@@ -88,7 +58,7 @@ def variants(graph: pyge.Graph, device: str) -> dict[str, CompiledModel]:
             out["auto4"] = auto
     except pyge.PygeError as err:
         say(f"    auto4: not available ({err})")
-    out["branch4"] = replan(single, branch_streams(single.graph, 4), device)
+    out["branch4"] = replan(single, branch_streams(4), device)
     if device.startswith("cuda"):
         from pyge.executors.cuda import CudaExecutor
         b = out["branch4"]
@@ -110,26 +80,13 @@ def light_graph(name: str, batch: int) -> pyge.Graph:
 
 
 def torchvision_builder():
-    """(build(name) -> (module, resolution), source label), or (None, reason)."""
-    try:
-        import torchvision.models as tvm  # noqa: F401
-        src = "torchvision"
-    except ImportError:
-        src = "benchmarks/tv_nets.py (torchvision is not installed)"
-    try:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import tv_nets
-        return tv_nets.build, src
-    except ImportError as err:
-        if src == "torchvision":
-            import torchvision.models as tvm
-
-            def build(name):
-                if name == "googlenet":
-                    return tvm.googlenet(weights=None, aux_logits=False, init_weights=False), 224
-                return tvm.inception_v3(weights=None, aux_logits=False, init_weights=False), 299
-            return build, src
-        return None, f"neither torchvision nor benchmarks/tv_nets.py can be imported ({err})"
+    """(build(name) -> (module, resolution), source label): tv_nets.build takes torchvision's
+    models when torchvision is installed and its own copies otherwise."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import tv_nets
+    if importlib.util.find_spec("torchvision") is not None:
+        return tv_nets.build, "torchvision"
+    return tv_nets.build, "benchmarks/tv_nets.py (torchvision is not installed)"
 
 
 def export(module: torch.nn.Module, x: torch.Tensor) -> pyge.Graph:
@@ -256,10 +213,6 @@ def cases(args, notes: list[str]):
         for batch in ((1,) if args.quick else (1, 8)):
             yield name, batch, (lambda n=name, b=batch: light_graph(n, b)), None
     build, src = torchvision_builder()
-    if build is None:
-        say(f"torchvision models skipped: {src}")
-        notes.append(f"torchvision models skipped: {src}")
-        return
     notes.append(f"googlenet / inception_v3 from {src}")
     say(f"googlenet / inception_v3 from {src}")
     for name in (TV[:1] if args.quick else TV):
@@ -329,7 +282,7 @@ def thread_policy(reps: int) -> int:
         single = pyge.compile(g, "cpu", {"ge.enableSingleStream": "true"})
         feeds = make_feeds(single, 0, "cpu")
         cands = {"single": SequentialExecutor(single.graph, single.plan)}
-        for label, m in (("branch2", replan(single, branch_streams(single.graph, 2), "cpu")),
+        for label, m in (("branch2", replan(single, branch_streams(2), "cpu")),
                          ("auto4", pyge.compile(g, "cpu", {"ge.autoMultistreamParallelMode": "LoadBalance:4"}))):
             ex = CpuExecutor(m.graph, m.plan, "cpu", m.options)
             k = len(ex.busy)

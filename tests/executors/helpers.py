@@ -1,8 +1,7 @@
 """Helpers for executor and memory tests: plans with hand-made stream assignments.
 
 The stream passes decide streams during pyge.compile; these tests need assignments of their
-own (random, branch round-robin), so they compile once single-stream (type inference,
-constant folding) and re-plan the compiled graph with the assignment they want.
+own (random, branch round-robin): pyge.replan re-plans a single-stream compile with them.
 """
 from __future__ import annotations
 
@@ -17,37 +16,10 @@ import pytest
 
 import pyge
 from pyge.executors.sequential import SequentialExecutor
-from pyge.ir.clone import clone_graph
 from pyge.model import CompiledModel
-from pyge.options import parse_options
-from pyge.passes.event_ids import assign_event_ids
-from pyge.passes.events import insert_events
-from pyge.passes.memory import plan_memory
-from pyge.passes.verify import verify_plan
-from pyge.plan.build import build_plan
+from pyge.replan import Assignment, branch_streams, replan  # noqa: F401 - the tests import them from here
 
 LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-Assignment = Callable[[pyge.Graph], Mapping[str, int]] | Mapping[str, int]
-
-
-def replan(model: CompiledModel, assign: Assignment, device: str = "cpu",
-           options: Mapping[str, str] | None = None) -> CompiledModel:
-    """A copy of `model` whose root-graph nodes sit on the streams `assign` gives them."""
-    opts = parse_options(dict(options or {}))
-    g = clone_graph(model.graph)
-    streams = dict(assign(g) if callable(assign) else assign)
-    used = sorted({streams.get(n.name, 0) for n in g.nodes} | {0})
-    dense = {s: i for i, s in enumerate(used)}
-    for n in g.nodes:
-        n.stream_id = dense[streams.get(n.name, 0)]
-    plan = build_plan(g, len(used), [], opts.as_dict())
-    insert_events(plan)
-    assign_event_ids(plan, opts["ge.maxEventNum"])
-    plan_memory(plan, opts)
-    verify_plan(plan)            # the project's verifier accepts what these tests build
-    return CompiledModel(g, plan, device, opts)
-
-
 def compile_with_streams(graph: pyge.Graph, assign: Assignment, device: str = "cpu",
                          options: Mapping[str, str] | None = None) -> CompiledModel:
     base = pyge.compile(graph, "cpu", {**dict(options or {}), "ge.enableSingleStream": "true"})
@@ -58,26 +30,6 @@ def random_streams(k: int, seed: int) -> Callable[[pyge.Graph], dict[str, int]]:
     def assign(g: pyge.Graph) -> dict[str, int]:
         rng = random.Random(seed)
         return {n.name: rng.randrange(k) for n in g.nodes}
-    return assign
-
-
-def branch_streams(k: int) -> Callable[[pyge.Graph], dict[str, int]]:
-    """GE-like: a node continues its first predecessor's stream unless a sibling already
-    took it; otherwise it opens the next stream round-robin (at most k)."""
-    def assign(g: pyge.Graph) -> dict[str, int]:
-        out: dict[str, int] = {}
-        taken: set[str] = set()           # producers whose stream a successor already continued
-        nxt = 0
-        for n in g.topological_sort():
-            preds = [p for p in n.predecessors if p.name in out]
-            free = [p for p in preds if p.name not in taken]
-            if free:
-                out[n.name] = out[free[0].name]
-                taken.add(free[0].name)
-            else:
-                out[n.name] = nxt % k
-                nxt += 1
-        return out
     return assign
 
 
