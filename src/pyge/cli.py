@@ -99,17 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("compile", help="compile a model into an offline model (.pgm)", epilog=epilog,
-                       formatter_class=fmt, description="Compile MODEL and write the plan (streams, "
-                       "events, memory plan, weights) to OUT.pgm, which `pyge run` loads without compiling.")
+    def command(name: str, func: str, help: str, description: str, with_epilog: bool = True):
+        p = sub.add_parser(name, help=help, description=description, formatter_class=fmt,
+                           epilog=epilog if with_epilog else None)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("compile", "cmd_compile", "compile a model into an offline model (.pgm)",
+                "Compile MODEL and write the plan (streams, events, memory plan, weights) to "
+                "OUT.pgm, which `pyge run` loads without compiling.")
     _add_model_args(p, optional=False)
     p.add_argument("-o", "--output", required=True, metavar="OUT.pgm", help="the offline model to write")
-    _add_common(p)
-    p.set_defaults(func="cmd_compile")
 
-    p = sub.add_parser("run", help="run a model (or the built-in one) and print its outputs and timing",
-                       epilog=epilog, formatter_class=fmt,
-                       description="Compile (or load) MODEL, run it and print its outputs and timing.")
+    p = command("run", "cmd_run", "run a model (or the built-in one) and print its outputs and timing",
+                "Compile (or load) MODEL, run it and print its outputs and timing.")
     _add_model_args(p, optional=True)
     _add_input_args(p)
     p.add_argument("--runs", "-n", type=int, default=1, metavar="N", help="timed runs (default: 1)")
@@ -117,42 +120,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", metavar="TRACE.json", help="also profile N runs; write a Chrome/Perfetto trace")
     p.add_argument("--timeline", metavar="PLOT.png", help="also profile N runs; write a per-stream timeline picture")
     p.add_argument("--save-outputs", metavar="DIR", help="write each output to DIR/<name>.npy")
-    _add_common(p)
-    p.set_defaults(func="cmd_run")
 
-    p = sub.add_parser("streams", help="show the stream of every node, the events, a per-stream summary",
-                       epilog=epilog, formatter_class=fmt,
-                       description="Compile (or load) MODEL and show what the stream passes decided.")
+    p = command("streams", "cmd_streams", "show the stream of every node, the events, a per-stream summary",
+                "Compile (or load) MODEL and show what the stream passes decided.")
     _add_model_args(p, optional=True)
     p.add_argument("--json", action="store_true", help="print JSON instead of tables (same as --format json)")
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     p.add_argument("--plan", action="store_true", help="also print each stream's steps (launch, record, wait)")
-    _add_common(p)
-    p.set_defaults(func="cmd_streams")
 
-    p = sub.add_parser("profile", help="profile runs: per-stream busy time, overlap, trace, timeline",
-                       epilog=epilog, formatter_class=fmt,
-                       description="Compile (or load) MODEL, profile N runs and print the per-stream summary.")
+    p = command("profile", "cmd_profile", "profile runs: per-stream busy time, overlap, trace, timeline",
+                "Compile (or load) MODEL, profile N runs and print the per-stream summary.")
     _add_model_args(p, optional=True)
     _add_input_args(p)
     p.add_argument("--runs", "-n", type=int, default=10, metavar="N", help="profiled runs (default: 10)")
     p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace")
     p.add_argument("--timeline", metavar="PLOT.png", help="write a per-stream timeline picture")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    _add_common(p)
-    p.set_defaults(func="cmd_profile")
 
-    p = sub.add_parser("demo", help="the reference custom stream pass, end to end (no files needed)",
-                       formatter_class=fmt, description=_demo_description())
+    p = command("demo", "demo", "the reference custom stream pass, end to end (no files needed)",
+                _demo_description(), with_epilog=False)
     p.add_argument("--out", metavar="DIR", help="folder for dumps, trace and timeline (default: a new temporary folder)")
     p.add_argument("--runs", "-n", type=int, default=20, metavar="N", help="profiled runs per version (default: 20)")
-    _add_common(p)
-    p.set_defaults(func="demo")
 
     from .tuning.cli_tune import add_tune_parser
-    p = add_tune_parser(sub)
-    _add_common(p)
-    p.set_defaults(func="tune")
+    add_tune_parser(sub).set_defaults(func="tune")
+    for p in sub.choices.values():      # --debug / -v on every command, after its own flags
+        _add_common(p)
     return parser
 
 
