@@ -1,10 +1,7 @@
 """Fold per-channel affine nodes (inference BatchNormalization, and Mul / Add / Sub / Div by a
 per-channel constant) into the Conv that feeds them.
 
-Each such node computes y = s * x + t per output channel:
-    BatchNormalization   s = gamma / sqrt(var + eps),  t = beta - mean * s
-    Mul(x, c) / Div(x, c) s = c / 1 / c,  t = 0
-    Add(x, c) / Sub(x, c) s = 1,  t = c / -c
+Each such node computes y = s * x + t per output channel (fusion.affine_of),
 and a chain of them composes to one (S, T). Then
 
     y = chain(Conv(x, W, B))  ==  Conv(x, W * S, B * S + T)      (S over W's axis 0)
@@ -24,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.graph import Graph, Node, Value
-from .fusion import drop_unused_initializers, fresh_name, note_fused, single_consumer
+from ..ir.graph import Graph, Node
+from .fusion import affine_of, drop_unused_initializers, fresh_name, note_fused, single_consumer
 
 _FLOATS = ("float16", "float32", "float64")
 
@@ -37,17 +34,15 @@ def _const(node: Node, i: int):
     return None
 
 
-def _per_channel(c, rank: int, channels: int) -> np.ndarray | None:
-    """c as a float64 vector of `channels` entries if, broadcast against a tensor of `rank`
-    dims with `channels` on axis 1, it varies along that axis only; else None."""
-    c = np.asarray(c)
-    if c.dtype.kind not in "fiu" or c.ndim > rank:
+def _per_channel(a: np.ndarray, rank: int, channels: int) -> np.ndarray | None:
+    """`a` as a vector of `channels` entries if, broadcast against a tensor of `rank` dims
+    with `channels` on axis 1, it varies along that axis only; else None."""
+    if a.ndim > rank:
         return None
-    shape = (1,) * (rank - c.ndim) + c.shape
+    shape = (1,) * (rank - a.ndim) + a.shape
     if any(d != 1 for i, d in enumerate(shape) if i != 1) or shape[1] not in (1, channels):
         return None
-    return np.broadcast_to(c.astype(np.float64).reshape(-1), (channels,)) if c.size > 1 \
-        else np.full(channels, float(c.reshape(-1)[0]) if c.size else 0.0)
+    return np.broadcast_to(a.reshape(-1), (channels,))
 
 
 def _conv(conv: Node, graph: Graph) -> bool:
@@ -59,37 +54,6 @@ def _conv(conv: Node, graph: Graph) -> bool:
     return not (len(conv.inputs) > 2 and conv.inputs[2] is not None and _const(conv, 2) is None)
 
 
-def _affine(node: Node, x: Value, channels: int, rank: int):
-    """(s, t) if `node` computes s * x + t per channel from x alone, else None."""
-    if node.domain or len(node.outputs) != 1:
-        return None
-    op, ins = node.op_type, node.inputs
-    if op == "BatchNormalization":
-        if len(ins) != 5 or ins[0] is not x or node.attrs.get("training_mode", 0) \
-                or node.attrs.get("is_test", 1) == 0 or node.attrs.get("spatial", 1) == 0 or any(_const(node, i) is None for i in range(1, 5)):
-            return None
-        gamma, beta, mean, var = (_per_channel(_const(node, i), 2, channels) for i in range(1, 5))
-        if any(v is None for v in (gamma, beta, mean, var)):
-            return None
-        s = gamma / np.sqrt(var + float(node.attrs.get("epsilon", 1e-5)))
-        return s, beta - mean * s
-    if op not in ("Mul", "Add", "Sub", "Div") or len(ins) != 2 or x not in ins:
-        return None
-    other = ins[1] if ins[0] is x else ins[0]
-    if other is x or other is None or other.const is None:
-        return None
-    if op in ("Sub", "Div") and ins[0] is not x:      # c - x, c / x are not affine in x this way
-        return None
-    c = _per_channel(other.const, rank, channels)
-    if c is None or str(np.asarray(other.const).dtype) != x.dtype:
-        return None
-    if op == "Mul":
-        return c, np.zeros(channels)
-    if op == "Div":
-        return (None if np.any(c == 0) else 1.0 / c), np.zeros(channels)
-    return np.ones(channels), (c if op == "Add" else -c)
-
-
 def _fold_chain(conv: Node, graph: Graph) -> list[str]:
     """Absorb the affine chain after `conv` into its weights; returns the folded names."""
     w = _const(conv, 1)
@@ -99,10 +63,10 @@ def _fold_chain(conv: Node, graph: Graph) -> list[str]:
     while True:
         y = conv.outputs[0]
         nxt = single_consumer(y, graph)
-        aff = _affine(nxt, y, channels, rank) if nxt is not None else None
-        if aff is None or aff[0] is None:
+        aff = affine_of(nxt, y, rank) if nxt is not None else None
+        s, t = (_per_channel(a, rank, channels) for a in aff) if aff is not None else (None, None)
+        if s is None or t is None:
             break
-        s, t = aff
         scale, shift = scale * s, shift * s + t
         graph.absorb(conv, nxt)   # consumers keep reading the folded node's output Value
         names.append(nxt.name)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+import numpy as np
+
 from ..ir.graph import Graph, Node, Value
 
 
@@ -58,3 +60,41 @@ def fusion_sites(graph: Graph, plan: Callable[[Node, Graph], Any]) -> Iterator[t
         p = plan(node, graph)
         if p is not None:
             yield node, p
+
+
+def affine_of(node: Node, x: Value, rank: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(s, t) if `node` computes s * x + t from its input x alone, for x of `rank` dims with
+    channels on axis 1; s and t are float64 arrays that broadcast against x. None otherwise
+    (other inputs not constant, another dtype, c - x, c / x, division by zero, training BN):
+        BatchNormalization   s = gamma / sqrt(var + eps),  t = beta - mean * s   (per channel)
+        Mul(x, c) / Div(x, c) s = c / 1 / c,  t = 0
+        Add(x, c) / Sub(x, c) s = 1,  t = c / -c
+    """
+    if node.domain or len(node.outputs) != 1:
+        return None
+    op, ins = node.op_type, node.inputs
+    if op == "BatchNormalization":
+        if len(ins) != 5 or ins[0] is not x or rank < 2 or node.attrs.get("training_mode", 0) \
+                or node.attrs.get("is_test", 1) == 0 or node.attrs.get("spatial", 1) == 0:
+            return None
+        ps = [None if v is None or v.const is None else np.asarray(v.const, dtype=np.float64)
+              for v in ins[1:]]
+        if any(p is None or p.ndim != 1 for p in ps) or len({p.shape for p in ps}) != 1:
+            return None
+        gamma, beta, mean, var = ps
+        s = gamma / np.sqrt(var + float(node.attrs.get("epsilon", 1e-5)))
+        shape = (-1,) + (1,) * (rank - 2)
+        return s.reshape(shape), (beta - mean * s).reshape(shape)
+    if op not in ("Mul", "Add", "Sub", "Div") or len(ins) != 2 or x not in ins:
+        return None
+    other = ins[1] if ins[0] is x else ins[0]
+    if other is x or other is None or other.const is None or other.dtype != x.dtype:
+        return None
+    if op in ("Sub", "Div") and ins[0] is not x:
+        return None
+    c = np.asarray(other.const, dtype=np.float64)
+    if op == "Mul":
+        return c, np.zeros(())
+    if op == "Div":
+        return None if np.any(c == 0) else (1.0 / c, np.zeros(()))
+    return np.ones(()), (c if op == "Add" else -c)
