@@ -1,16 +1,32 @@
 """glibc malloc thresholds raised for CPU runs, unless the user chose otherwise."""
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from pyge.executors import host_memory
 
 
+class _Fn:
+    """Stands in for a ctypes function (takes argtypes / restype)."""
+
+    def __init__(self, fn):
+        self.fn, self.argtypes, self.restype = fn, None, None
+
+    def __call__(self, *a):
+        return self.fn(*a)
+
+
+def _libc(result: int, seen: list):
+    class Libc:
+        gnu_get_libc_version = object()
+        mallopt = _Fn(lambda p, v: seen.append((p, v)) or result)
+    return lambda *a: Libc()
+
+
 @pytest.fixture
 def fresh(monkeypatch):
-    monkeypatch.setattr(host_memory, "_state", {"done": False, "applied": False, "why": "not tried"})
+    monkeypatch.setattr(host_memory, "_outcome", None)
+    monkeypatch.setattr(host_memory.sys, "platform", "linux")
     for k in ("PYGE_CPU_MALLOC", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_",
               "GLIBC_TUNABLES", "LD_PRELOAD"):
         monkeypatch.delenv(k, raising=False)
@@ -23,33 +39,16 @@ def fresh(monkeypatch):
 def test_user_choice_is_respected(fresh, env, why):
     for k, v in env.items():
         fresh.setenv(k, v)
-    calls = []
-    fresh.setattr(host_memory.ctypes, "CDLL", lambda *a: calls.append(a))   # must not be reached
+    seen: list = []
+    fresh.setattr(host_memory.ctypes, "CDLL", _libc(1, seen))
     assert host_memory.tune_host_malloc() is False
-    assert host_memory.host_malloc_state() == why and calls == []
+    assert host_memory.host_malloc_state() == why and seen == []
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt is glibc's (Linux)")
-def test_applied_once_on_glibc(fresh):
-    import ctypes
-    if not hasattr(ctypes.CDLL(None), "gnu_get_libc_version"):
-        pytest.skip("not glibc (musl or another libc): nothing to tune")
-    seen = []
-    real = ctypes.CDLL
-
-    class Libc:
-        def __init__(self, *a):
-            self._libc = real(None)
-            self.gnu_get_libc_version = self._libc.gnu_get_libc_version
-
-        @property
-        def mallopt(self):
-            def call(param, value):
-                seen.append((param, value))
-                return 1
-            return _Fn(call)
-
-    fresh.setattr(host_memory.ctypes, "CDLL", Libc)
+def test_applied_once(fresh):
+    seen: list = []
+    fresh.setattr(host_memory.ctypes, "CDLL", _libc(1, seen))
+    assert host_memory.host_malloc_state() == "not tried"
     assert host_memory.tune_host_malloc() is True
     assert host_memory.tune_host_malloc() is True          # once per process
     assert seen == [(host_memory._M_MMAP_THRESHOLD, host_memory.MMAP_THRESHOLD),
@@ -57,21 +56,7 @@ def test_applied_once_on_glibc(fresh):
     assert host_memory.host_malloc_state() == "applied"
 
 
-class _Fn:
-    """A callable that accepts ctypes' argtypes/restype attributes."""
-
-    def __init__(self, fn):
-        self.fn, self.argtypes, self.restype = fn, None, None
-
-    def __call__(self, *a):
-        return self.fn(*a)
-
-
 def test_refusal_is_reported_not_raised(fresh):
-    class Libc:
-        gnu_get_libc_version = object()
-        mallopt = _Fn(lambda p, v: 0)
-    fresh.setattr(host_memory.ctypes, "CDLL", lambda *a: Libc())
-    fresh.setattr(host_memory.sys, "platform", "linux")
+    fresh.setattr(host_memory.ctypes, "CDLL", _libc(0, []))
     assert host_memory.tune_host_malloc() is False
     assert host_memory.host_malloc_state() == "mallopt refused"

@@ -31,7 +31,7 @@ MMAP_THRESHOLD = 32 * 1024 * 1024        # glibc's largest allowed value on 64-b
 TRIM_THRESHOLD = 512 * 1024 * 1024
 
 _lock = threading.Lock()
-_state: dict[str, object] = {"done": False, "applied": False, "why": "not tried"}
+_outcome: str | None = None      # "applied", or why not; None until the first CPU executor
 
 
 def _user_choice() -> str | None:
@@ -43,37 +43,38 @@ def _user_choice() -> str | None:
     pre = os.environ.get("LD_PRELOAD", "")
     if any(a in pre for a in ("jemalloc", "tcmalloc", "mimalloc")):
         return "LD_PRELOAD names an allocator"
+    if not sys.platform.startswith("linux"):
+        return "not Linux"
     return None
+
+
+def _apply() -> str:
+    why = _user_choice()
+    if why is not None:
+        return why
+    try:
+        libc = ctypes.CDLL(None)
+        if not hasattr(libc, "gnu_get_libc_version"):
+            return "not glibc"
+        mallopt = libc.mallopt
+        mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+        ok = mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 and ok
+    except (OSError, AttributeError) as err:
+        return f"no mallopt ({err})"
+    return "applied" if ok else "mallopt refused"
 
 
 def tune_host_malloc() -> bool:
     """Raise glibc's mmap and trim thresholds once per process; True if they are raised."""
+    global _outcome
     with _lock:
-        if _state["done"]:
-            return bool(_state["applied"])
-        _state["done"] = True
-        why = _user_choice()
-        if why is None and not sys.platform.startswith("linux"):
-            why = "not Linux"
-        if why is None:
-            try:
-                libc = ctypes.CDLL(None)
-                if not hasattr(libc, "gnu_get_libc_version"):
-                    why = "not glibc"
-                else:
-                    mallopt = libc.mallopt
-                    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-                    ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
-                    ok = mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 and ok
-                    why = None if ok else "mallopt refused"
-            except (OSError, AttributeError) as err:
-                why = f"no mallopt ({err})"
-        _state["applied"] = why is None
-        _state["why"] = why or "applied"
-        log.debug("host malloc thresholds: %s", _state["why"])
-        return why is None
+        if _outcome is None:
+            _outcome = _apply()
+            log.debug("host malloc thresholds: %s", _outcome)
+        return _outcome == "applied"
 
 
 def host_malloc_state() -> str:
     """'applied', or why the thresholds were left alone ('not tried' before the first CPU run)."""
-    return str(_state["why"])
+    return _outcome or "not tried"
