@@ -20,6 +20,15 @@ def onnx_data_dir() -> Path:
     return ONNX_DATA
 
 
+@pytest.fixture
+def no_custom_passes():
+    """An empty custom-pass registry for the test; the previous registrations come back after."""
+    import pyge
+    with pyge.custom_passes_scope():
+        pyge.clear_custom_passes()
+        yield
+
+
 def _has_cuda() -> bool:
     try:
         import torch

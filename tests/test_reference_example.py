@@ -10,18 +10,12 @@ import pytest
 import pyge
 from pyge.examples import PASS_NAME, reference_graph, reference_inputs, split_abs
 from pyge.passes.custom import registered_passes
-from pyge.passes.custom.registry import restore_registry
 
 SHAPE = (64, 64)
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_stream_pass" / "run.py"
 
 
-@pytest.fixture(autouse=True)
-def _empty_registry():
-    saved = registered_passes()
-    pyge.clear_custom_passes()
-    yield
-    restore_registry(saved)
+pytestmark = pytest.mark.usefixtures("no_custom_passes")
 
 
 def test_default_rules_put_both_operators_on_one_stream():

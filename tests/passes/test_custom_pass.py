@@ -9,17 +9,11 @@ from pyge import GRAPH_FAILED, GRAPH_PARAM_INVALID, GRAPH_SUCCESS
 from pyge.frontends.onnx_loader import refine_types
 from pyge.ir.clone import clone_graph
 from pyge.passes.custom import (AFTER_STAGE, BEFORE_STAGE, registered_passes, run_custom_passes)
-from pyge.passes.custom.registry import restore_registry
 from pyge.passes.engines import assign_engines
 from pyge.passes.streams import allocate_streams
 
 
-@pytest.fixture(autouse=True)
-def _empty_registry():
-    saved = registered_passes()
-    pyge.clear_custom_passes()
-    yield
-    restore_registry(saved)
+pytestmark = pytest.mark.usefixtures("no_custom_passes")
 
 
 def _if_graph():

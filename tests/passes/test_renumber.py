@@ -6,8 +6,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyge
-from pyge.passes.custom import registered_passes
-from pyge.passes.custom.registry import restore_registry
 from pyge.passes.renumber import renumber_streams
 
 
@@ -73,15 +71,13 @@ def test_dense_and_order_preserving(ids, custom):
 
 
 def test_compiled_model_remembers_custom_streams():
-    saved = registered_passes()
-    pyge.clear_custom_passes()
-    try:
+    with pyge.custom_passes_scope():
+        pyge.clear_custom_passes()
+
         @pyge.custom_stream_pass("Holes")
         def holes(graph, ctx):
             ctx.allocate_next_stream_id()                       # unused: disappears
             ctx.set_stream_id(graph.find_node("Abs_1"), ctx.allocate_next_stream_id())
             return pyge.GRAPH_SUCCESS
         m = pyge.compile(pyge.examples.reference_graph((4, 4)))
-    finally:
-        restore_registry(saved)
     assert m.num_streams == 2 and m.custom_streams == [1] and m.stream_of("Abs_1") == 1
