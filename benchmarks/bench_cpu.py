@@ -1,11 +1,10 @@
 """CPU latency of the light models: pyge against onnxruntime.
 
 Each engine runs in a child process of its own, so neither sees the other's threads: after a
-run, onnxruntime's pool threads spin for about 40 ms (measured: 40 ms of CPU in a 100 ms sleep
-after one shufflenet run) and torch's OpenMP team spins briefly too; in one process, whichever
-runs next shares a core with the spinner (pyge single stream on shufflenet: 7 ms alone, 17-28
-ms right after onnxruntime); onnxruntime's sequential and parallel sessions get a child each
-for the same reason. The children take turns, in a fresh random order each round, so
+run, onnxruntime's pool threads keep spinning, and torch's OpenMP team briefly too; in one
+process, whichever runs next shares a core with the spinner. Each child reports the CPU its
+engine burns in the 100 ms after a run while the caller sleeps (last column). onnxruntime's
+sequential and parallel sessions get a child each for the same reason. The children take turns, in a fresh random order each round, so
 that the machine's drift hits both alike. Within a child the configurations are interleaved
 call by call, back to back (steady state, as a served model runs), and each reports its median.
 The figure is the median over rounds of (pyge / onnxruntime sequential) in the same round:
@@ -81,6 +80,16 @@ for name in names:
             f()
             times[k].append(time.perf_counter() - t0)
     out[name] = {**{k: statistics.median(v) * 1e3 for k, v in times.items()}, **info}
+    # CPU the engine's threads burn in the 100 ms after one run while the caller sleeps:
+    # what a configuration timed next in the same process would compete with.
+    first = next(iter(runners.values()))
+    idle = []
+    for _ in range(5):
+        first()
+        c0 = time.process_time()
+        time.sleep(0.1)
+        idle.append(time.process_time() - c0)
+    out[name]["idle_" + next(iter(runners))] = statistics.median(idle) * 1e3
 print(json.dumps(out))
 '''
 
@@ -120,6 +129,8 @@ def main(argv=None) -> int:
         order = ["ort_seq", "pyge_single", "ort_par", "pyge_default", "pyge_lb2"]
         keys = [k for k in order if k in per[0]]
         row = {"model": n, **{k: v for k, v in per[0].items() if k.startswith("streams_")}}
+        for k in (k for k in per[0] if k.startswith("idle_")):
+            row[f"{k}_cpu_ms"] = round(statistics.median(p[k] for p in per), 2)
         for k in keys:
             row[f"{k}_ms"] = round(statistics.median(p[k] for p in per), 3)
             row[f"{k}_ratio"] = round(statistics.median(p[k] / p["ort_seq"] for p in per), 3)
@@ -127,8 +138,9 @@ def main(argv=None) -> int:
     keys = [k for k in rows[0] if k.endswith("_ratio")]
     print(f"{'model':<14}" + "".join(f"{k.replace('_ratio', ''):>14}" for k in keys) + "   (median ratio to ort_seq)")
     for r in rows:
+        idle = ", ".join(f"{k[5:-7]} {r[k]:.1f}" for k in r if k.startswith("idle_"))
         print(f"{r['model']:<14}" + "".join(f"{r[k]:>14.3f}" for k in keys)
-              + f"   ort_seq {r['ort_seq_ms']:.2f} ms")
+              + f"   ort_seq {r['ort_seq_ms']:.2f} ms; CPU ms burnt in 100 ms idle after a run: {idle}")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -7,7 +7,8 @@ its own; the settings take turns round by round (a fresh order each round) so th
 noise hits them alike. Each child times, per light model, pyge single stream and LoadBalance:2
 (median of `--calls` runs), and the CPU time the process burns in the 5 ms after one run
 while its caller sleeps (median of 20): what anything else on the machine pays for the
-spinning.
+spinning. Each child also times one small operator alone (a global average pool of a
+1x1024x7x7 tensor, median of 250 calls): what a wake-up of the OpenMP team costs it.
 
     python benchmarks/bench_omp_wait.py                       # 3 rounds, five models
     python benchmarks/bench_omp_wait.py --rounds 5 --models shufflenet,resnet50
@@ -59,6 +60,13 @@ for name in sys.argv[1].split(","):
                 idle.append(time.process_time() - c0)
             res["idle_cpu_ms"] = max(0.0, statistics.median(idle) * 1e3)
     out[name] = res
+import torch
+import torch.nn.functional as F
+x = torch.randn(1, 1024, 7, 7)        # one small operator: what a team wake-up costs it
+ts = []
+for _ in range(300):
+    t = time.perf_counter(); F.adaptive_avg_pool2d(x, 1); ts.append(time.perf_counter() - t)
+out["_pool_us"] = statistics.median(ts[50:]) * 1e6
 print(json.dumps(out))
 '''
 
@@ -99,6 +107,8 @@ def main(argv=None) -> int:
             lb2 = statistics.median(x[m]["lb2"] for x in runs[label])
             idle = statistics.median(x[m]["idle_cpu_ms"] for x in runs[label])
             lines.append(f"{m:<14}{label:<24}{single:>9.2f}{lb2:>9.2f}{idle:>8.2f}{single / base:>19.3f}")
+    lines.append("global average pool of 1x1024x7x7, us: " + ", ".join(
+        f"{label} {statistics.median(x['_pool_us'] for x in runs[label]):.1f}" for label in SETTINGS))
     text = "\n".join(lines)
     print(text)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

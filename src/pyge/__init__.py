@@ -10,13 +10,13 @@ from __future__ import annotations
 import os as _os
 
 # How torch's idle OpenMP threads wait between operators. Sleeping at once (PASSIVE) makes
-# every operator pay a futex wake-up of the team (50-80 us: a third of shufflenet's time on
-# 2 cores); spinning without bound (ACTIVE) burns the cores after a run, which the other
-# stream workers and anything else on the machine pay for. A bounded spin covers the gaps
-# between one run's operators and gives the cores back within about half a millisecond: GNU
-# libgomp (pip's torch) counts spins (10000 = 0.5 ms on an AMD EPYC), Intel/LLVM OpenMP takes
-# milliseconds. Figures and commands: README, "OpenMP waits". Only when the user has set none
-# of these, and only if torch is imported after pyge (OpenMP reads them when it loads).
+# every operator pay a futex wake-up of the team; spinning without bound (ACTIVE) burns the
+# cores after a run, which the other stream workers and anything else on the machine pay for.
+# A bounded spin covers the gaps between one run's operators and then sleeps: GNU libgomp
+# (pip's torch) counts spin iterations, Intel/LLVM OpenMP takes milliseconds.
+# `python benchmarks/bench_omp_wait.py` measures all three (README, "OpenMP waits"). Only when
+# the user has set none of these, and only if torch is imported after pyge (OpenMP reads them
+# when it loads).
 if not any(k in _os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")):
     _os.environ["GOMP_SPINCOUNT"] = "10000"
     _os.environ["KMP_BLOCKTIME"] = "1"
