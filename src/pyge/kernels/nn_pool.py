@@ -4,6 +4,12 @@ ONNX pads may be asymmetric and larger than torch allows, and its ceil_mode outp
 differs from torch's in corner cases. So the output geometry is computed the ONNX way
 first; torch's pooling with its own padding/ceil_mode is used when it yields exactly that
 geometry (the common case, and the fast one), otherwise the input is padded explicitly.
+
+2-D MaxPool without indices can also run separably (_separable_max): a max over each axis in
+turn, as a few torch.maximum calls on strided views, windows clipped at the borders instead
+of padded. The values are the same (max is exact, and both propagate NaN). torch's own
+kernel is 3-15x slower than that on NCHW input and about 1.2-2x slower on channels-last input
+with many output pixels (benchmarks/bench_pool_cpu.py); it stays faster on small outputs.
 """
 from __future__ import annotations
 
@@ -119,6 +125,64 @@ def _flat_index(idx, padded_sp, in_sp, pb, nc_shape, storage_order):
     return idx + offs.reshape(tuple(nc_shape) + (1,) * n)
 
 
+# Channels-last input: torch's kernel loops over output pixels (vectorised over channels)
+# and wins below about this many output pixels; the separable form's ~5 calls win above.
+_SEPARABLE_MIN_PIXELS = 2000
+
+
+def _axis_max(x, axis: int, k: int, s: int, d: int, pb: int, o: int):
+    """Max over the `o` windows along `axis`: out[i] = max over j < k of x[i*s - pb + j*d],
+    taking only the j that land inside the input (ONNX pads count as -inf). Keeps the
+    input's layout."""
+    size = x.shape[axis]
+    full, part = [], []
+    for j in range(k):
+        off = j * d - pb
+        lo = -(off // s) if off < 0 else 0          # first window whose tap j is inside
+        hi = min(o, (size - 1 - off) // s + 1)      # one past the last such window
+        if hi > lo:
+            (full if lo == 0 and hi == o else part).append((lo, hi, lo * s + off))
+
+    def taps(lo, hi, start):
+        idx = [slice(None)] * x.ndim
+        idx[axis] = slice(start, start + (hi - lo - 1) * s + 1, s)
+        return x[tuple(idx)]
+
+    if len(full) >= 2:
+        y = torch.maximum(taps(*full[0]), taps(*full[1]))
+        rest = full[2:] + part
+    else:
+        shape = list(x.shape)
+        shape[axis] = o
+        fmt = torch.channels_last if x.ndim == 4 and not x.is_contiguous() \
+            and x.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format
+        y = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=fmt)
+        if full:
+            y.copy_(taps(*full[0]))
+        else:
+            y.fill_(-math.inf)
+        rest = full[1:] + part
+    for lo, hi, start in rest:
+        v = y.narrow(axis, lo, hi - lo)
+        torch.maximum(v, taps(lo, hi, start), out=v)
+    return y
+
+
+def _separable_max(x, a: _Attrs, out, pb):
+    for i in range(len(out)):
+        x = _axis_max(x, 2 + i, a.k[i], a.s[i], a.d[i], pb[i], out[i])
+    return x
+
+
+def _use_separable(x, out, explicit) -> bool:
+    if x.ndim != 4 or not x.is_floating_point():
+        return False
+    if x.is_contiguous() or explicit is not None:   # NCHW, or a padded copy avoided
+        return True
+    return x.is_contiguous(memory_format=torch.channels_last) \
+        and out[0] * out[1] >= _SEPARABLE_MIN_PIXELS
+
+
 @register("MaxPool")
 def max_pool(ctx):
     a = _Attrs(ctx)
@@ -130,8 +194,8 @@ def max_pool(ctx):
         out, pb, pe = _geometry(a, in_sp)
         ceil = _torch_mode(a, in_sp, out, pb, pe, symmetric_only=False)
         if ceil is not None:
-            return pb, ceil, None
-        return [0] * len(pb), False, (_fpad(_explicit_pads(a, in_sp, out, pb)), pb)
+            return pb, ceil, None, (out, pb)
+        return [0] * len(pb), False, (_fpad(_explicit_pads(a, in_sp, out, pb)), pb), (out, pb)
 
     def fn(xs):
         x = xs[0]
@@ -139,10 +203,13 @@ def max_pool(ctx):
         p = cache.get(in_sp)
         if p is None:
             p = cache[in_sp] = plan(in_sp)
-        padding, ceil, explicit = p
+        padding, ceil, explicit, (out, pb) = p
         dtype = x.dtype
         if not x.is_floating_point():  # torch pools floats only; int8/uint8 are exact in float
             x = x.to(torch.float64 if dtype in (torch.int32, torch.int64) else torch.float32)
+        if not want_idx and _use_separable(x, out, explicit):
+            y = _separable_max(x, a, out, pb)
+            return [y if y.dtype == dtype else y.to(dtype)]
         if explicit is not None:
             x = F.pad(x, explicit[0], value=-math.inf)
         pool = _MAX[len(in_sp)]
@@ -188,7 +255,13 @@ def average_pool(ctx):
             ones = F.pad(ones, _fpad((0, e - e_onnx) for (_, e), e_onnx in zip(pairs, pe)))
         else:
             ones = F.pad(ones, _fpad(pairs))
-        return ("sum", _fpad(pairs), _sum_pool(ones, a))
+        pads = _fpad(pairs)
+        if len(in_sp) in (2, 3) and a.d == [1] * len(in_sp):
+            # Window sums by torch's pooling (divisor 1) on the padded input: the same
+            # numbers as the conv of ones below at a fraction of its cost (inception_v1's
+            # last 7x7 pool, padded on one side: benchmarks/bench_pool_cpu.py).
+            return ("pooled_sum", pads if any(pads) else None, _sum_pool(ones, a))
+        return ("sum", pads, _sum_pool(ones, a))
 
     def fn(xs):
         x = xs[0]
@@ -198,6 +271,9 @@ def average_pool(ctx):
             p = cache[key] = plan(x)
         if p[0] == "torch":
             return [_AVG[x.ndim - 2](x, a.k, a.s, p[1], p[2], include)]
+        if p[0] == "pooled_sum":
+            xp = F.pad(x, p[1]) if p[1] is not None else x
+            return [_AVG[x.ndim - 2](xp, a.k, a.s, 0, False, True, 1) / p[2]]
         return [_sum_pool(F.pad(x, p[1]), a) / p[2]]
     return fn
 
