@@ -1,0 +1,144 @@
+"""Where the CPU time goes: pyge against onnxruntime, per kind of operator.
+
+bench_cpu.py says how far apart the two engines are; this says where. Each engine profiles
+the same model in a child process of its own (pyge: `model.profile`, single stream;
+onnxruntime: its own profiler, sequential), and the per-operator times are summed per run
+into kinds:
+
+    conv      Conv, FusedConv, ConvTranspose (onnxruntime: its NCHWc convolutions too)
+    layout    onnxruntime's ReorderInput/ReorderOutput (NCHW <-> NCHWc around its convs;
+              pyge's packed convolutions read and write channels-last, so it has none)
+    pool      MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool
+    gemm      Gemm, MatMul (onnxruntime: FusedGemm, FusedMatMul too)
+    shuffle   Reshape, Transpose, Flatten, ChannelShuffle
+    concat    Concat
+    lrn       LRN
+    other     Relu, Add, Sum, Mul, MulAdd, BatchNormalization, Dropout, Softmax, ...
+    (host)    the run's wall time less its operators: the executor's own work
+
+Both profilers add a little to every operator, so the wall times here sit above
+bench_cpu.py's; the kinds are what to compare. Figures: medians over runs of each run's sum,
+then medians over rounds (each round a fresh pair of child processes, in random order).
+
+    python benchmarks/bench_ops_cpu.py --models shufflenet,squeezenet,inception_v2
+    python benchmarks/bench_ops_cpu.py --models all --rounds 3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ALL = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
+       "squeezenet", "vgg19", "zfnet512"]
+KINDS = ["conv", "layout", "pool", "gemm", "shuffle", "concat", "lrn", "other", "(host)"]
+
+CHILD = r'''
+import collections, json, os, statistics, sys, tempfile, time
+import numpy as np, onnx
+engine, names, runs = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
+KIND = {"Conv": "conv", "FusedConv": "conv", "ConvTranspose": "conv",
+        "ReorderInput": "layout", "ReorderOutput": "layout",
+        "MaxPool": "pool", "AveragePool": "pool", "GlobalAveragePool": "pool", "GlobalMaxPool": "pool",
+        "Gemm": "gemm", "MatMul": "gemm", "FusedGemm": "gemm", "FusedMatMul": "gemm", "LRN": "lrn", "Reshape": "shuffle", "Transpose": "shuffle",
+        "Flatten": "shuffle", "ChannelShuffle": "shuffle", "Concat": "concat"}
+light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+out = {}
+for name in names:
+    path = os.path.join(light, f"light_{name}.onnx")
+    m = onnx.load(path, load_external_data=False)
+    init = {i.name for i in m.graph.initializer}
+    rng = np.random.default_rng(0)
+    feeds = {v.name: rng.standard_normal([d.dim_value or 1 for d in v.type.tensor_type.shape.dim]
+                                         ).astype(np.float32)
+             for v in m.graph.input if v.name not in init}
+    per_run = collections.defaultdict(lambda: collections.defaultdict(float))   # run -> kind -> us
+    walls = []
+    if engine == "pyge":
+        import pyge
+        cm = pyge.compile(pyge.load_onnx(path), device="cpu", options={"ge.enableSingleStream": "true"})
+        for _ in range(5):
+            cm.run(feeds)
+        prof = cm.profile(feeds, runs=runs)
+        for r in prof.records:
+            per_run[r.run][KIND.get(r.op_type, "other")] += r.duration * 1e6
+        walls = [rr.duration * 1e6 for rr in prof.runs]
+    else:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.log_severity_level = 3
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(tempfile.mkdtemp(), name)
+        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        for _ in range(5):
+            s.run(None, feeds)
+        for _ in range(runs):
+            s.run(None, feeds)
+        events = json.load(open(s.end_profiling()))
+        seq = [e for e in events if e.get("cat") == "Session" and e["name"] == "model_run"]
+        walls = [e["dur"] for e in seq[5:]]
+        starts = [e["ts"] for e in seq]
+        for e in events:
+            if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+                run = sum(1 for t in starts if t <= e["ts"]) - 1
+                if run >= 5:
+                    per_run[run][KIND.get(e["args"]["op_name"], "other")] += e["dur"]
+    rows = list(per_run.values())
+    kinds = sorted({k for r in rows for k in r})
+    res = {k: statistics.median(r.get(k, 0.0) for r in rows) for k in kinds}
+    res["wall"] = statistics.median(walls)
+    res["(host)"] = statistics.median(w - sum(r.values()) for w, r in zip(walls, rows))
+    out[name] = res
+print(json.dumps(out))
+'''
+
+
+def _child(engine: str, names: list[str], runs: int) -> dict:
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([sys.executable, "-c", CHILD, engine, ",".join(names), str(runs)],
+                       env=env, capture_output=True, text=True, timeout=1800)
+    if p.returncode:
+        raise SystemExit(f"{engine} child failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="shufflenet,squeezenet", help="comma list or 'all'")
+    ap.add_argument("--rounds", type=int, default=3, help="child processes per engine (default 3)")
+    ap.add_argument("--runs", type=int, default=20, help="profiled runs per child (default 20)")
+    ap.add_argument("--json", help="write the figures as JSON here")
+    a = ap.parse_args(argv)
+    names = ALL if a.models == "all" else a.models.split(",")
+    rounds = []
+    rng = random.Random(0)
+    for r in range(a.rounds):
+        res = {}
+        for engine in rng.sample(["pyge", "ort"], 2):
+            res[engine] = _child(engine, names, a.runs)
+        rounds.append(res)
+        print(f"round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)
+    table = {}
+    for n in names:
+        table[n] = {e: {k: statistics.median(x[e][n].get(k, 0.0) for x in rounds)
+                        for k in KINDS + ["wall"]} for e in ("pyge", "ort")}
+    print("ms per run, pyge / onnxruntime (sequential); both profiled")
+    print(f"{'model':<14}{'wall':>16}" + "".join(f"{k:>16}" for k in KINDS))
+    for n, t in table.items():
+        cells = [f"{t['pyge'][k] / 1e3:.2f}/{t['ort'][k] / 1e3:.2f}" for k in ["wall"] + KINDS]
+        print(f"{n:<14}" + "".join(f"{c:>16}" for c in cells))
+    if a.json:
+        Path(a.json).write_text(json.dumps(table, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
