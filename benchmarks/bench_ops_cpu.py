@@ -16,12 +16,17 @@ into kinds:
     other     Relu, Add, Sum, Mul, MulAdd, BatchNormalization, Dropout, Softmax, ...
     (host)    the run's wall time less its operators: the executor's own work
 
+With --onednn, a third child runs pyge with ONEDNN_VERBOSE=1 (no profiler) and adds up the
+execution times oneDNN itself reports for its convolution primitives: the column
+"onednn conv" against pyge's "conv" says how much of a convolution call is the kernel and
+how much is the call around it (torch's binding builds oneDNN descriptors on every call).
+
 Both profilers add a little to every operator, so the wall times here sit above
 bench_cpu.py's; the kinds are what to compare. Figures: medians over runs of each run's sum,
 then medians over rounds (each round a fresh pair of child processes, in random order).
 
     python benchmarks/bench_ops_cpu.py --models shufflenet,squeezenet,inception_v2
-    python benchmarks/bench_ops_cpu.py --models all --rounds 3
+    python benchmarks/bench_ops_cpu.py --models all --rounds 3 --onednn
 """
 from __future__ import annotations
 
@@ -59,6 +64,18 @@ for name in names:
              for v in m.graph.input if v.name not in init}
     per_run = collections.defaultdict(lambda: collections.defaultdict(float))   # run -> kind -> us
     walls = []
+    if engine == "onednn":      # ONEDNN_VERBOSE=1: oneDNN prints each primitive's exec time
+        import pyge
+        cm = pyge.compile(pyge.load_onnx(path), device="cpu", options={"ge.enableSingleStream": "true"})
+        for _ in range(5):
+            cm.run(feeds)
+        sys.stdout.flush()
+        print(f"@@start {name}", flush=True)
+        for _ in range(runs):
+            cm.run(feeds)
+        sys.stdout.flush()
+        print(f"@@end {name} {runs}", flush=True)
+        continue
     if engine == "pyge":
         import pyge
         cm = pyge.compile(pyge.load_onnx(path), device="cpu", options={"ge.enableSingleStream": "true"})
@@ -103,11 +120,26 @@ def _child(engine: str, names: list[str], runs: int) -> dict:
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parent.parent / "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    if engine == "onednn":
+        env["ONEDNN_VERBOSE"] = "1"
     p = subprocess.run([sys.executable, "-c", CHILD, engine, ",".join(names), str(runs)],
                        env=env, capture_output=True, text=True, timeout=1800)
     if p.returncode:
         raise SystemExit(f"{engine} child failed:\n{p.stderr[-3000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    lines = p.stdout.strip().splitlines()
+    if engine != "onednn":
+        return json.loads(lines[-1])
+    out, name, total = {}, None, 0.0
+    for line in lines:
+        if line.startswith("@@start "):
+            name, total = line.split()[1], 0.0
+        elif line.startswith("@@end "):
+            out[name] = {"conv": total * 1e3 / int(line.split()[2])}     # ms -> us per run
+            name = None
+        elif name and line.startswith("onednn_verbose") and ",exec," in line \
+                and ",convolution," in line:
+            total += float(line.rsplit(",", 1)[1])
+    return out
 
 
 def main(argv=None) -> int:
@@ -115,25 +147,30 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="shufflenet,squeezenet", help="comma list or 'all'")
     ap.add_argument("--rounds", type=int, default=3, help="child processes per engine (default 3)")
     ap.add_argument("--runs", type=int, default=20, help="profiled runs per child (default 20)")
+    ap.add_argument("--onednn", action="store_true",
+                    help="also oneDNN's own convolution time under pyge (ONEDNN_VERBOSE)")
     ap.add_argument("--json", help="write the figures as JSON here")
     a = ap.parse_args(argv)
     names = ALL if a.models == "all" else a.models.split(",")
+    engines = ["pyge", "ort"] + (["onednn"] if a.onednn else [])
     rounds = []
     rng = random.Random(0)
     for r in range(a.rounds):
         res = {}
-        for engine in rng.sample(["pyge", "ort"], 2):
+        for engine in rng.sample(engines, len(engines)):
             res[engine] = _child(engine, names, a.runs)
         rounds.append(res)
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)
     table = {}
     for n in names:
         table[n] = {e: {k: statistics.median(x[e][n].get(k, 0.0) for x in rounds)
-                        for k in KINDS + ["wall"]} for e in ("pyge", "ort")}
+                        for k in KINDS + ["wall"]} for e in engines}
     print("ms per run, pyge / onnxruntime (sequential); both profiled")
-    print(f"{'model':<14}{'wall':>16}" + "".join(f"{k:>16}" for k in KINDS))
+    extra = ["onednn conv"] if a.onednn else []
+    print(f"{'model':<14}{'wall':>16}" + "".join(f"{k:>16}" for k in KINDS + extra))
     for n, t in table.items():
         cells = [f"{t['pyge'][k] / 1e3:.2f}/{t['ort'][k] / 1e3:.2f}" for k in ["wall"] + KINDS]
+        cells += [f"{t['onednn']['conv'] / 1e3:.2f}"] if a.onednn else []
         print(f"{n:<14}" + "".join(f"{c:>16}" for c in cells))
     if a.json:
         Path(a.json).write_text(json.dumps(table, indent=1))
