@@ -1,5 +1,9 @@
 """Fast paths in the kernels give the same values as the plain ones.
 
+Gemm / MatMul with a constant float32 weight run on oneDNN's packed weight
+(nn._packed_linear); everything else (a weight fed at run time, alpha or beta other than 1,
+a bias oneDNN cannot take, other dtypes) keeps torch's matmul. Both must give numpy's answer.
+
 Reshape: a copy-requiring 4-D reshape of a channels-last-backed view (the channel shuffle
 Reshape -> Transpose -> Reshape after a convolution) is written channels-last; the values
 must equal torch's plain reshape, and the whole shuffle must match onnxruntime.
@@ -125,3 +129,81 @@ def test_batchnorm_affine_extra_outputs_and_half():
     xh = x.to(torch.bfloat16)   # not float32/64: the F.batch_norm path
     yh = _bn_fn()([xh] + [p.to(torch.bfloat16) for p in ps])[0]
     torch.testing.assert_close(yh.float(), y, rtol=2e-2, atol=2e-2)
+
+
+class _CountingMkldnn:
+    """Delegates to torch.ops.mkldnn, counting the packed-linear calls."""
+
+    def __init__(self, real):
+        self.real, self.packs, self.calls = real, 0, 0
+
+    def _reorder_linear_weight(self, *a):
+        self.packs += 1
+        return self.real._reorder_linear_weight(*a)
+
+    def _linear_pointwise(self, *a):
+        self.calls += 1
+        return self.real._linear_pointwise(*a)
+
+
+def _matmul_model(op, a_shape, w, bias=None, w_const=True, **attrs):
+    ins = ["a", "w"] + (["c"] if bias is not None else [])
+    inits = [onnx.numpy_helper.from_array(w, "w")] if w_const else []
+    if bias is not None:
+        inits.append(onnx.numpy_helper.from_array(bias, "c"))
+    g_in = [helper.make_tensor_value_info("a", TensorProto.FLOAT, list(a_shape))]
+    if not w_const:
+        g_in.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, list(w.shape)))
+    graph = helper.make_graph([helper.make_node(op, ins, ["y"], **attrs)], "mm", g_in,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("tb", [0, 1])
+@pytest.mark.parametrize("bias_shape,attrs,packed", [
+    (None, {}, True), ((5,), {}, True), ((1, 5), {}, True),
+    ((3, 5), {}, False), ((1,), {}, False),                     # bias per element / broadcast scalar
+    ((5,), {"alpha": 0.5}, False), ((5,), {"beta": 2.0}, False), ((5,), {"beta": 0.0}, True),
+])
+def test_gemm_packed_weight(tb, bias_shape, attrs, packed, monkeypatch):
+    from pyge.kernels import nn
+    if not nn.PACKED_LINEAR_OK:
+        pytest.skip("this torch has no oneDNN linear (torch.ops.mkldnn._linear_pointwise)")
+    spy = _CountingMkldnn(nn.MKLDNN)
+    monkeypatch.setattr(nn, "MKLDNN", spy)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    w = rng.standard_normal((5, 4) if tb else (4, 5)).astype(np.float32)
+    c = rng.standard_normal(bias_shape).astype(np.float32) if bias_shape else None
+    m = pyge.compile(pyge.load_onnx(_matmul_model("Gemm", a.shape, w, c, transB=tb, **attrs)),
+                     device="cpu")
+    want = attrs.get("alpha", 1.0) * (a @ (w.T if tb else w))
+    if c is not None:
+        want = want + attrs.get("beta", 1.0) * c
+    for _ in range(3):
+        np.testing.assert_allclose(m.run({"a": a})["y"], want, rtol=1e-5, atol=1e-5)
+    assert (spy.calls, spy.packs) == ((3, 1) if packed else (0, 0))
+
+
+def test_matmul_packed_weight_and_fallbacks(monkeypatch):
+    from pyge.kernels import nn
+    if not nn.PACKED_LINEAR_OK:
+        pytest.skip("this torch has no oneDNN linear (torch.ops.mkldnn._linear_pointwise)")
+    spy = _CountingMkldnn(nn.MKLDNN)
+    monkeypatch.setattr(nn, "MKLDNN", spy)
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((6, 7)).astype(np.float32)
+    a3 = rng.standard_normal((2, 3, 6)).astype(np.float32)
+    m = pyge.compile(pyge.load_onnx(_matmul_model("MatMul", a3.shape, w)), device="cpu")
+    np.testing.assert_allclose(m.run({"a": a3})["y"], a3 @ w, rtol=1e-5, atol=1e-5)
+    assert (spy.calls, spy.packs) == (1, 1)
+    a1 = rng.standard_normal(6).astype(np.float32)             # 1-D: torch.matmul
+    m = pyge.compile(pyge.load_onnx(_matmul_model("MatMul", a1.shape, w)), device="cpu")
+    np.testing.assert_allclose(m.run({"a": a1})["y"], a1 @ w, rtol=1e-5, atol=1e-5)
+    assert spy.calls == 1
+    m = pyge.compile(pyge.load_onnx(_matmul_model("MatMul", a3.shape, w, w_const=False)),
+                     device="cpu")                               # weight fed at run time
+    np.testing.assert_allclose(m.run({"a": a3, "w": w})["y"], a3 @ w, rtol=1e-5, atol=1e-5)
+    assert spy.calls == 1

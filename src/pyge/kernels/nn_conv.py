@@ -9,6 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from ._util import node_error
+from .onednn import MKLDNN as _MKLDNN
+from .onednn import PACKED_CONV_OK as _PACKED_OK
+from .onednn import PackedWeight as _PackedWeight
 from .registry import register
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
@@ -39,31 +42,6 @@ class _ConvAttrs:
         s = list(self.s) if self.s else [1] * n
         d = list(self.d) if self.d else [1] * n
         return k, s, d
-
-
-# oneDNN convolution with a pre-packed (blocked-layout) weight, as torch.compile's CPU
-# backend uses. F.conv2d reorders the weight on every call, which costs as much as the
-# convolution itself for the small-spatial, large-weight layers at the end of a CNN.
-_MKLDNN = torch.ops.mkldnn if torch.backends.mkldnn.is_available() else None
-_PACKED_OK = _MKLDNN is not None and hasattr(_MKLDNN, "_convolution_pointwise") \
-    and hasattr(_MKLDNN, "_reorder_convolution_weight")
-
-
-class _PackedWeight:
-    """The packed form of the last weight tensor seen. Reused while the same tensor object
-    comes back (an initializer or a constant: the common case); kernels never modify
-    their inputs, and holding a reference keeps the id from being recycled. One tuple,
-    replaced atomically, so concurrent runs never see a mismatched pair."""
-    __slots__ = ("entry",)
-
-    def __init__(self):
-        self.entry = None
-
-    def get(self, w, key, make):
-        e = self.entry
-        if e is None or e[0] is not w or e[1] != key:
-            e = self.entry = (w, key, make())
-        return e[2]
 
 
 def _conv_plan(a: _ConvAttrs, x, w):

@@ -9,7 +9,7 @@ geometry (the common case, and the fast one), otherwise the input is padded expl
 turn, as a few torch.maximum calls on strided views, windows clipped at the borders instead
 of padded. The values are the same (max is exact, and both propagate NaN). torch's own
 kernel is 3-15x slower than that on NCHW input and about 1.2-2x slower on channels-last input
-with many output pixels (benchmarks/bench_pool_cpu.py); it stays faster on small outputs.
+with many output pixels (benchmarks/bench_kernels_cpu.py); it stays faster on small outputs.
 """
 from __future__ import annotations
 
@@ -259,7 +259,7 @@ def average_pool(ctx):
         if len(in_sp) in (2, 3) and a.d == [1] * len(in_sp):
             # Window sums by torch's pooling (divisor 1) on the padded input: the same
             # numbers as the conv of ones below at a fraction of its cost (inception_v1's
-            # last 7x7 pool, padded on one side: benchmarks/bench_pool_cpu.py).
+            # last 7x7 pool, padded on one side: benchmarks/bench_kernels_cpu.py).
             return ("pooled_sum", pads if any(pads) else None, _sum_pool(ones, a))
         return ("sum", pads, _sum_pool(ones, a))
 
