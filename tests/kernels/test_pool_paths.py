@@ -126,6 +126,7 @@ def test_separable_rule():
     assert nn_pool._use_separable(cl, out_big, None)
     assert not nn_pool._use_separable(torch.empty(1, 8, 4), [2], None)           # 1-D: torch
     assert not nn_pool._use_separable(torch.empty(1, 8, 4, 4, dtype=torch.int32), out_small, None)
+    assert not nn_pool._use_separable(torch.empty(1, 8, 4, 4, device="meta"), out_big, None)  # not CPU
 
 
 @pytest.mark.parametrize("include", [0, 1])

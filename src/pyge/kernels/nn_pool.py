@@ -5,7 +5,7 @@ differs from torch's in corner cases. So the output geometry is computed the ONN
 first; torch's pooling with its own padding/ceil_mode is used when it yields exactly that
 geometry (the common case, and the fast one), otherwise the input is padded explicitly.
 
-2-D MaxPool without indices can also run separably (_separable_max): a max over each axis in
+On the CPU, 2-D MaxPool without indices can also run separably (_separable_max): a max over each axis in
 turn, as a few torch.maximum calls on strided views, windows clipped at the borders instead
 of padded. The values are the same (max is exact, and both propagate NaN). torch's own
 kernel is 3-15x slower than that on NCHW input and about 1.2-2x slower on channels-last input
@@ -175,7 +175,8 @@ def _separable_max(x, a: _Attrs, out, pb):
 
 
 def _use_separable(x, out, explicit) -> bool:
-    if x.ndim != 4 or not x.is_floating_point():
+    # CPU only: on a GPU torch's kernel is one launch, the separable form four or more.
+    if x.ndim != 4 or not x.is_floating_point() or x.device.type != "cpu":
         return False
     if x.is_contiguous() or explicit is not None:   # NCHW, or a padded copy avoided
         return True
