@@ -1,7 +1,6 @@
 """Process-wide CPU runtime settings: how torch's idle OpenMP threads wait (pyge's default, a
 bounded spin, against sleeping at once with OMP_WAIT_POLICY=PASSIVE and spinning without bound
-with ACTIVE), and pyge's glibc malloc settings (default, against PYGE_CPU_MALLOC=system, and
-against the same thresholds with glibc's fast bins left on, set through GLIBC_TUNABLES).
+with ACTIVE), and pyge's glibc malloc thresholds (default, against PYGE_CPU_MALLOC=system).
 
 OpenMP and glibc read these once, at start-up, so each setting runs in a child process of
 its own; the settings take turns round by round (a fresh order each round) so that machine
@@ -30,8 +29,6 @@ SETTINGS = {
     "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
     "ACTIVE": {"OMP_WAIT_POLICY": "ACTIVE"},
     "malloc left alone": {"PYGE_CPU_MALLOC": "system"},
-    "fast bins on": {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:"
-                                       "glibc.malloc.trim_threshold=536870912"},
 }
 MODELS = "shufflenet,squeezenet,inception_v1,resnet50,densenet121"
 
@@ -87,8 +84,7 @@ def main(argv=None) -> int:
     for r in range(a.rounds):
         for label in rng.sample(list(SETTINGS), len(SETTINGS)):
             env = {k: v for k, v in os.environ.items()
-                   if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "PYGE_CPU_MALLOC",
-                                "GLIBC_TUNABLES")}
+                   if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "PYGE_CPU_MALLOC")}
             env.update(SETTINGS[label])
             env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
             p = subprocess.run([sys.executable, "-c", CHILD, a.models, str(a.calls)], env=env,
@@ -102,7 +98,7 @@ def main(argv=None) -> int:
     lines = [f"median over {a.rounds} rounds of per-child medians ({a.calls} calls); ms; "
              "idle = CPU burnt in the 5 ms after a run"]
     header = f"{'model':<14}{'setting':<24}{'single':>9}{'lb2':>9}{'idle':>8}{'single vs PASSIVE':>19}"
-    # PASSIVE and ACTIVE rows keep pyge's malloc setting; the last two keep pyge's OpenMP one.
+    # PASSIVE and ACTIVE rows keep pyge's malloc setting; the last row keeps pyge's OpenMP one.
     lines.append(header)
     for m in models:
         base = statistics.median(x[m]["single"] for x in runs["PASSIVE"])

@@ -1,19 +1,15 @@
-"""Keep glibc from handing a CPU run's freed activations back to the kernel, and from
-sweeping its fast bins on every large request.
+"""Keep glibc from handing a CPU run's freed activations back to the kernel.
 
 Every CPU run allocates its intermediates afresh (torch has no caching allocator on the CPU)
 and frees them at their release points. glibc serves blocks above its mmap threshold with
 mmap and returns freed heap tops above its trim threshold to the kernel, so the next run
-touches new pages and pays a page fault per 4 KiB (`bench_omp_wait.py`'s "malloc left alone"
-row times whole models). Raising both thresholds keeps those pages in the process for the
-next run, which is what onnxruntime's arena and PyTorch's advice (jemalloc / tcmalloc for CPU
-inference) achieve in their own ways. The price is resident memory: freed memory below 32 MiB
-blocks stays with the process instead of going back to the system.
-
-Fast bins off (M_MXFAST=0): each oneDNN convolution call builds and frees dozens of small
-descriptors, then asks for a large scratch block, and glibc merges every fast-bin chunk
-before serving a large request (malloc_consolidate: 5% of a small convolution call under
-perf). Small blocks still come from glibc's per-thread cache.
+touches new pages and pays a page fault per 4 KiB (timed once per kernel on shufflenet: the
+1.4 MB output of its first grouped convolution took 500 us instead of 130, and the channel
+shuffle after it 405 instead of 53; `bench_omp_wait.py`'s "malloc left alone" row times whole
+models). Raising both thresholds keeps those pages in the process for the next run,
+which is what onnxruntime's arena and PyTorch's advice (jemalloc / tcmalloc for CPU inference)
+achieve in their own ways. The price is resident memory: freed memory below 32 MiB blocks stays
+with the process instead of going back to the system.
 
 Applied once, when the first CPU executor is built, on glibc only, and never when the user has
 chosen: set PYGE_CPU_MALLOC=system to leave malloc alone; it is also left alone when any of
@@ -30,7 +26,6 @@ import threading
 
 log = logging.getLogger(__name__)
 
-_M_MXFAST = 1
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 * 1024 * 1024        # glibc's largest allowed value on 64-bit
@@ -66,15 +61,13 @@ def _apply() -> str:
         mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
         ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
         ok = mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 and ok
-        ok = mallopt(_M_MXFAST, 0) == 1 and ok
     except (OSError, AttributeError) as err:
         return f"no mallopt ({err})"
     return "applied" if ok else "mallopt refused"
 
 
 def tune_host_malloc() -> bool:
-    """Raise glibc's mmap and trim thresholds and turn its fast bins off, once per process;
-    True if done."""
+    """Raise glibc's mmap and trim thresholds once per process; True if they are raised."""
     global _outcome
     with _lock:
         if _outcome is None:
