@@ -18,37 +18,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
+from light import child_env
+
 ALL = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
        "squeezenet", "vgg19", "zfnet512"]
 
 CHILD = r'''
 import json, os, random, statistics, sys, time
-import numpy as np, onnx
+from light import model_path, random_feeds
 engine, names, calls, multi = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4] == "1"
 if engine == "pyge":
     import pyge
 else:
     import onnxruntime as ort
-light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 out = {}
 for name in names:
-    path = os.path.join(light, f"light_{name}.onnx")
-    m = onnx.load(path, load_external_data=False)
-    init = {i.name for i in m.graph.initializer}
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for v in m.graph.input:
-        if v.name in init:
-            continue
-        shape = [d.dim_value or 1 for d in v.type.tensor_type.shape.dim]
-        feeds[v.name] = rng.standard_normal(shape).astype(np.float32)
+    path = model_path(name)
+    feeds = random_feeds(path)
     runners, info = {}, {}
     if engine == "pyge":
         g = pyge.load_onnx(path)
@@ -95,9 +87,7 @@ print(json.dumps(out))
 
 
 def _child(engine: str, names: list[str], calls: int, multi: bool) -> dict:
-    env = dict(os.environ)
-    src = str(Path(__file__).resolve().parent.parent / "src")
-    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    env = child_env()
     p = subprocess.run([sys.executable, "-c", CHILD, engine, ",".join(names), str(calls),
                         "1" if multi else "0"], env=env, capture_output=True, text=True, timeout=1800)
     if p.returncode:

@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from light import child_env
 
 ALL = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
        "squeezenet", "vgg19", "zfnet512"]
@@ -45,23 +46,17 @@ KINDS = ["conv", "layout", "pool", "gemm", "shuffle", "concat", "lrn", "other", 
 
 CHILD = r'''
 import collections, json, os, statistics, sys, tempfile, time
-import numpy as np, onnx
+from light import model_path, random_feeds
 engine, names, runs = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
 KIND = {"Conv": "conv", "FusedConv": "conv", "ConvTranspose": "conv",
         "ReorderInput": "layout", "ReorderOutput": "layout",
         "MaxPool": "pool", "AveragePool": "pool", "GlobalAveragePool": "pool", "GlobalMaxPool": "pool",
         "Gemm": "gemm", "MatMul": "gemm", "FusedGemm": "gemm", "FusedMatMul": "gemm", "LRN": "lrn", "Reshape": "shuffle", "Transpose": "shuffle",
         "Flatten": "shuffle", "ChannelShuffle": "shuffle", "Concat": "concat"}
-light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 out = {}
 for name in names:
-    path = os.path.join(light, f"light_{name}.onnx")
-    m = onnx.load(path, load_external_data=False)
-    init = {i.name for i in m.graph.initializer}
-    rng = np.random.default_rng(0)
-    feeds = {v.name: rng.standard_normal([d.dim_value or 1 for d in v.type.tensor_type.shape.dim]
-                                         ).astype(np.float32)
-             for v in m.graph.input if v.name not in init}
+    path = model_path(name)
+    feeds = random_feeds(path)
     per_run = collections.defaultdict(lambda: collections.defaultdict(float))   # run -> kind -> us
     walls = []
     if engine == "onednn":      # ONEDNN_VERBOSE=1: oneDNN prints each primitive's exec time
@@ -117,11 +112,7 @@ print(json.dumps(out))
 
 
 def _child(engine: str, names: list[str], runs: int) -> dict:
-    env = dict(os.environ)
-    src = str(Path(__file__).resolve().parent.parent / "src")
-    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    if engine == "onednn":
-        env["ONEDNN_VERBOSE"] = "1"
+    env = child_env({"ONEDNN_VERBOSE": "1"} if engine == "onednn" else None)
     p = subprocess.run([sys.executable, "-c", CHILD, engine, ",".join(names), str(runs)],
                        env=env, capture_output=True, text=True, timeout=1800)
     if p.returncode:

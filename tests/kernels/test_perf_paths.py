@@ -146,6 +146,16 @@ class _CountingMkldnn:
         return self.real._linear_pointwise(*a)
 
 
+@pytest.fixture
+def linear_spy(monkeypatch):
+    from pyge.kernels import nn
+    if not nn.PACKED_LINEAR_OK:
+        pytest.skip("this torch has no oneDNN linear (torch.ops.mkldnn._linear_pointwise)")
+    spy = _CountingMkldnn(nn.MKLDNN)
+    monkeypatch.setattr(nn, "MKLDNN", spy)
+    return spy
+
+
 def _matmul_model(op, a_shape, w, bias=None, w_const=True, **attrs):
     ins = ["a", "w"] + (["c"] if bias is not None else [])
     inits = [onnx.numpy_helper.from_array(w, "w")] if w_const else []
@@ -167,12 +177,8 @@ def _matmul_model(op, a_shape, w, bias=None, w_const=True, **attrs):
     ((3, 5), {}, False), ((1,), {}, False),                     # bias per element / broadcast scalar
     ((5,), {"alpha": 0.5}, False), ((5,), {"beta": 2.0}, False), ((5,), {"beta": 0.0}, True),
 ])
-def test_gemm_packed_weight(tb, bias_shape, attrs, packed, monkeypatch):
-    from pyge.kernels import nn
-    if not nn.PACKED_LINEAR_OK:
-        pytest.skip("this torch has no oneDNN linear (torch.ops.mkldnn._linear_pointwise)")
-    spy = _CountingMkldnn(nn.MKLDNN)
-    monkeypatch.setattr(nn, "MKLDNN", spy)
+def test_gemm_packed_weight(tb, bias_shape, attrs, packed, linear_spy):
+    spy = linear_spy
     rng = np.random.default_rng(1)
     a = rng.standard_normal((3, 4)).astype(np.float32)
     w = rng.standard_normal((5, 4) if tb else (4, 5)).astype(np.float32)
@@ -187,12 +193,8 @@ def test_gemm_packed_weight(tb, bias_shape, attrs, packed, monkeypatch):
     assert (spy.calls, spy.packs) == ((3, 1) if packed else (0, 0))
 
 
-def test_matmul_packed_weight_and_fallbacks(monkeypatch):
-    from pyge.kernels import nn
-    if not nn.PACKED_LINEAR_OK:
-        pytest.skip("this torch has no oneDNN linear (torch.ops.mkldnn._linear_pointwise)")
-    spy = _CountingMkldnn(nn.MKLDNN)
-    monkeypatch.setattr(nn, "MKLDNN", spy)
+def test_matmul_packed_weight_and_fallbacks(linear_spy):
+    spy = linear_spy
     rng = np.random.default_rng(2)
     w = rng.standard_normal((6, 7)).astype(np.float32)
     a3 = rng.standard_normal((2, 3, 6)).astype(np.float32)

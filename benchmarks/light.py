@@ -1,0 +1,38 @@
+"""The light models shipped in the onnx wheel (onnx/backend/test/data/light), and the seeded
+random feeds the CPU benchmarks give them. Imported by the benchmarks and by their child
+processes (which get this folder on PYTHONPATH through child_env)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+LIGHT_DIR = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
+HERE = Path(__file__).resolve().parent
+
+
+def model_path(name: str) -> str:
+    return str(LIGHT_DIR / f"light_{name}.onnx")
+
+
+def random_feeds(path: str, seed: int = 0) -> dict[str, np.ndarray]:
+    """Standard-normal float32 feeds for every graph input that is not an initializer
+    (free dimensions set to 1)."""
+    m = onnx.load(path, load_external_data=False)
+    init = {i.name for i in m.graph.initializer}
+    rng = np.random.default_rng(seed)
+    return {v.name: rng.standard_normal([d.dim_value or 1 for d in v.type.tensor_type.shape.dim]
+                                        ).astype(np.float32)
+            for v in m.graph.input if v.name not in init}
+
+
+def child_env(extra: dict | None = None) -> dict:
+    """This process's environment for a benchmark child: the source tree and this folder
+    first on PYTHONPATH."""
+    env = dict(os.environ)
+    paths = [str(HERE.parent / "src"), str(HERE)]
+    env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.update(extra or {})
+    return env
