@@ -201,11 +201,16 @@ def test_matmul_packed_weight_and_fallbacks(linear_spy):
     m = pyge.compile(pyge.load_onnx(_matmul_model("MatMul", a3.shape, w)), device="cpu")
     np.testing.assert_allclose(m.run({"a": a3})["y"], a3 @ w, rtol=1e-5, atol=1e-5)
     assert (spy.calls, spy.packs) == (1, 1)
+    m = pyge.compile(pyge.load_onnx(_matmul_model("MatMul", ["n", 6], w)), device="cpu")
+    for rows in (1, 4, 1, 7):   # other batch sizes reuse the one packing
+        a = rng.standard_normal((rows, 6)).astype(np.float32)
+        np.testing.assert_allclose(m.run({"a": a})["y"], a @ w, rtol=1e-5, atol=1e-5)
+    assert (spy.calls, spy.packs) == (5, 2)
     a1 = rng.standard_normal(6).astype(np.float32)             # 1-D: torch.matmul
     m = pyge.compile(pyge.load_onnx(_matmul_model("MatMul", a1.shape, w)), device="cpu")
     np.testing.assert_allclose(m.run({"a": a1})["y"], a1 @ w, rtol=1e-5, atol=1e-5)
-    assert spy.calls == 1
+    assert spy.calls == 5
     m = pyge.compile(pyge.load_onnx(_matmul_model("MatMul", a3.shape, w, w_const=False)),
                      device="cpu")                               # weight fed at run time
     np.testing.assert_allclose(m.run({"a": a3, "w": w})["y"], a3 @ w, rtol=1e-5, atol=1e-5)
-    assert spy.calls == 1
+    assert spy.calls == 5

@@ -74,9 +74,12 @@ def _packed_linear(ctx, b_index: int, transposed: bool):
     def fn(a, b, bias):
         if a.dtype != torch.float32 or a.ndim < 2 or b.dtype != torch.float32 or b.requires_grad:
             return None
-        rows = a.numel() // max(a.shape[-1], 1)
-        wp = packed.get(b, rows, lambda: MKLDNN._reorder_linear_weight(
-            b if transposed else b.t().contiguous(), rows))
+        # Packed once, for the first call's row count: a packing made for another batch
+        # size still runs, on large weights still well ahead of torch.addmm
+        # (bench_kernels_cpu.py's batch-8 rows reuse the batch-1 packing), while repacking
+        # whenever the batch changes would reorder the whole weight per call.
+        wp = packed.get(b, None, lambda: MKLDNN._reorder_linear_weight(
+            b if transposed else b.t().contiguous(), a.numel() // max(a.shape[-1], 1)))
         return MKLDNN._linear_pointwise(a, wp, bias, "none", [], "")
     return fn
 

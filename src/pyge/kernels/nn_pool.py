@@ -5,11 +5,12 @@ differs from torch's in corner cases. So the output geometry is computed the ONN
 first; torch's pooling with its own padding/ceil_mode is used when it yields exactly that
 geometry (the common case, and the fast one), otherwise the input is padded explicitly.
 
-On the CPU, 2-D MaxPool without indices can also run separably (_separable_max): a max over each axis in
-turn, as a few torch.maximum calls on strided views, windows clipped at the borders instead
-of padded. The values are the same (max is exact, and both propagate NaN). torch's own
-kernel is 3-15x slower than that on NCHW input and about 1.2-2x slower on channels-last input
-with many output pixels (benchmarks/bench_kernels_cpu.py); it stays faster on small outputs.
+On the CPU, 2-D MaxPool without indices can also run separably (_separable_max): a max over
+each axis in turn, as a few torch.maximum calls on strided views, windows clipped at the
+borders instead of padded. The values are the same (max is exact, and both propagate NaN).
+torch's own kernel is several times slower than that on NCHW input and somewhat slower on
+channels-last input with many output pixels (benchmarks/bench_kernels_cpu.py); it is
+mostly faster on small outputs.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 torch.ops.mkldnn._convolution_pointwise and _linear_pointwise run a convolution or a
 matrix product with the activation fused, on a weight reordered once into oneDNN's
 blocked layout. F.conv2d reorders the weight on every call; torch.addmm goes to MKL, whose
-single-row products on these machines read the weight at about two thirds of the
+single-row products on these machines read the weight at half to two thirds of the
 memory bandwidth oneDNN reaches (benchmarks/bench_kernels_cpu.py).
 """
 from __future__ import annotations
