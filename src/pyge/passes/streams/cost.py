@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ...ir.graph import Node, Value
+from ...plan.plan import itemsize
 
 FLOP_RATE = 100e9        # FLOP/s
 BYTE_RATE = 20e9         # bytes/s
@@ -42,18 +41,7 @@ def numel(v: Value | None) -> int:
 def nbytes(v: Value | None) -> int:
     if v is None or v.kind != "tensor":
         return 0
-    size = _ITEMSIZE.get(v.dtype)
-    if size is None:   # np.dtype costs ~10 us a call: remember each dtype's size
-        try:
-            size = np.dtype(v.dtype).itemsize if v.dtype not in (None, "bfloat16", "object") else (
-                2 if v.dtype == "bfloat16" else 8 if v.dtype == "object" else 4)
-        except TypeError:
-            size = 4
-        _ITEMSIZE[v.dtype] = size
-    return numel(v) * size
-
-
-_ITEMSIZE: dict[str | None, int] = {}
+    return numel(v) * (4 if v.dtype is None else itemsize(v.dtype))   # unknown: as float32
 
 
 def _in(n: Node, i: int) -> Value | None:
