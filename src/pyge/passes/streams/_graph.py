@@ -76,14 +76,6 @@ class Reach:
                 down[p] |= d
         self.up, self.down = up, down
 
-    @property
-    def anc(self) -> list[int]:
-        return [a ^ (1 << i) for i, a in enumerate(self.up)]
-
-    @property
-    def desc(self) -> list[int]:
-        return [d ^ (1 << i) for i, d in enumerate(self.down)]
-
     def bit(self, node: Node) -> int:
         return 1 << self.index[id(node)]
 
