@@ -18,11 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node
-from .fusion import (affine_of, drop_unused_initializers, fresh_name, fusion_sites, is_static,
-                     note_fused, single_consumer)
+from .fusion import (FLOATS, affine_of, drop_unused_initializers, fresh_name, fusion_sites,
+                     is_static, mark_fused, note_fused, single_consumer)
 
 DOMAIN = "pyge"
-_FLOATS = ("float16", "float32", "float64")
 
 
 def _plan(first: Node, graph: Graph):
@@ -31,7 +30,7 @@ def _plan(first: Node, graph: Graph):
         return None
     x = first.inputs[0] if first.op_type == "BatchNormalization" else \
         next((v for v in first.inputs if v is not None and v.const is None), None)
-    if x is None or x.dtype not in _FLOATS or not is_static(x.shape):
+    if x is None or x.dtype not in FLOATS or not is_static(x.shape):
         return None
     xshape = tuple(x.shape)
     aff = affine_of(first, x, len(xshape))
@@ -80,8 +79,7 @@ def fuse_affine(graph: Graph) -> int:
         first.set_inputs([x, sv, tv])
         first.op_type, first.domain = "MulAdd", DOMAIN
         first.attrs = {"relu": 1 if relu is not None else 0}
-        first.doc = (first.doc + " " if first.doc else "") + "fused " + "+".join(names[1:])
-        fused.append("+".join(names))
+        fused.append(mark_fused(first, names))
     if fused:
         drop_unused_initializers(graph)
     note_fused(graph, fused, DOMAIN)

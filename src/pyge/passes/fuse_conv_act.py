@@ -15,7 +15,7 @@ output names do not change; the fused nodes' names go to its doc string and to
 from __future__ import annotations
 
 from ..ir.graph import Graph, Node
-from .fusion import fusion_sites, is_static, note_fused, single_consumer
+from .fusion import fusion_sites, is_static, mark_fused, note_fused, single_consumer
 
 DOMAIN = "com.microsoft"
 
@@ -58,10 +58,8 @@ def fuse_conv_act(graph: Graph) -> int:
             names.append(relu.name)
         conv.set_inputs(ins)
         conv.op_type, conv.domain = "FusedConv", DOMAIN
-        conv.attrs["activation"] = "Relu" if relu is not None else "Identity"
-        if relu is None:
-            conv.attrs.pop("activation")
-        conv.doc = (conv.doc + " " if conv.doc else "") + "fused " + "+".join(names[1:])
-        fused.append("+".join(names))
+        if relu is not None:
+            conv.attrs["activation"] = "Relu"
+        fused.append(mark_fused(conv, names))
     note_fused(graph, fused, DOMAIN)
     return len(fused)

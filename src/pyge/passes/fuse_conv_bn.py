@@ -22,9 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Node
-from .fusion import affine_of, drop_unused_initializers, fresh_name, note_fused, single_consumer
-
-_FLOATS = ("float16", "float32", "float64")
+from .fusion import (FLOATS, affine_of, drop_unused_initializers, fresh_name, mark_fused,
+                     note_fused, single_consumer)
 
 
 def _const(node: Node, i: int):
@@ -49,7 +48,7 @@ def _conv(conv: Node, graph: Graph) -> bool:
     if conv.op_type != "Conv" or conv.domain or conv.graph is not graph or len(conv.outputs) != 1:
         return False
     w = _const(conv, 1)
-    if w is None or str(w.dtype) not in _FLOATS or w.ndim < 3:
+    if w is None or str(w.dtype) not in FLOATS or w.ndim < 3:
         return False
     return not (len(conv.inputs) > 2 and conv.inputs[2] is not None and _const(conv, 2) is None)
 
@@ -84,7 +83,6 @@ def _fold_chain(conv: Node, graph: Graph) -> list[str]:
         conv.set_input(2, bv)
     else:
         conv.append_input(bv)
-    conv.doc = (conv.doc + " " if conv.doc else "") + "fused " + "+".join(names)
     return names
 
 
@@ -96,7 +94,7 @@ def fuse_conv_bn(graph: Graph) -> int:
         if _conv(conv, graph):
             names = _fold_chain(conv, graph)
             if names:
-                fused.append("+".join([conv.name, *names]))
+                fused.append(mark_fused(conv, [conv.name, *names]))
     if fused:
         drop_unused_initializers(graph)
     note_fused(graph, fused)

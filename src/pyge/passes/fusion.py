@@ -1,4 +1,4 @@
-"""What the fusion passes (fuse_conv_bn, fuse_conv_act, fuse_affine) share."""
+"""What the fusion passes (fuse_conv_bn, fuse_conv_act, fuse_affine, fuse_shuffle) share."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator
@@ -19,6 +19,16 @@ def single_consumer(v: Value, graph: Graph) -> Node | None:
 
 def is_static(shape) -> bool:
     return shape is not None and all(isinstance(d, int) for d in shape)
+
+
+FLOATS = ("float16", "float32", "float64")
+
+
+def mark_fused(node: Node, names: list[str]) -> str:
+    """Note in `node`'s doc string that it absorbed names[1:] (names[0] is its own name);
+    returns the "a+b+c" entry for note_fused."""
+    node.doc = (node.doc + " " if node.doc else "") + "fused " + "+".join(names[1:])
+    return "+".join(names)
 
 
 def note_fused(graph: Graph, fused: list[str], domain: str | None = None) -> None:
