@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from ._util import node_error
 from .onednn import MKLDNN as _MKLDNN
 from .onednn import PACKED_CONV_OK as _PACKED_OK
-from .onednn import PackedWeight as _PackedWeight
+from .onednn import Derived
 from .registry import register
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
@@ -97,7 +97,7 @@ def _conv_factory(ctx, activation: str | None = None, params=()):
     """Conv, optionally followed by `+ Z` (a fourth input) and an activation (FusedConv)."""
     a = _ConvAttrs(ctx)
     cache: dict = {}
-    packed = _PackedWeight() if _PACKED_OK and torch.device(ctx.device).type == "cpu" else None
+    packed = Derived() if _PACKED_OK and torch.device(ctx.device).type == "cpu" else None
     params = list(params)
     if activation is not None and activation not in _TORCH_ACTS:
         raise node_error(ctx, f"activation={activation!r} is not one of {sorted(_TORCH_ACTS)}")
@@ -126,7 +126,7 @@ def _conv_factory(ctx, activation: str | None = None, params=()):
         if packed is not None and post is not None and x.ndim == 4 and x.dtype == torch.float32 \
                 and w.dtype == torch.float32 and not w.requires_grad:
             key = tuple(x.shape)
-            wp = packed.get(w, key, lambda: _MKLDNN._reorder_convolution_weight(
+            wp = packed.get((w,), key, lambda: _MKLDNN._reorder_convolution_weight(
                 w, sym, s, d, a.group, list(key)))
             # The result is channels-last; ReLU/BN/Add/pooling keep that layout, so the
             # next convolution needs no activation reorder either.

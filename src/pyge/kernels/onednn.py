@@ -1,5 +1,5 @@
-"""oneDNN entry points that torch exposes for its CPU inference compiler, and the packed
-(blocked-layout) weights they take.
+"""oneDNN entry points that torch exposes for its CPU inference compiler, and a cache for
+the packed (blocked-layout) weights they take.
 
 torch.ops.mkldnn._convolution_pointwise and _linear_pointwise run a convolution or a
 matrix product with the activation fused, on a weight reordered once into oneDNN's
@@ -8,6 +8,8 @@ single-row products on these machines read the weight at half to two thirds of t
 memory bandwidth oneDNN reaches (benchmarks/bench_kernels_cpu.py).
 """
 from __future__ import annotations
+
+import operator
 
 import torch
 
@@ -18,18 +20,21 @@ PACKED_LINEAR_OK = MKLDNN is not None and hasattr(MKLDNN, "_linear_pointwise") \
     and hasattr(MKLDNN, "_reorder_linear_weight")
 
 
-class PackedWeight:
-    """The packed form of the last weight tensor seen. Reused while the same tensor object
-    comes back (an initializer or a constant: the common case); kernels never modify
-    their inputs, and holding a reference keeps the id from being recycled. One tuple,
-    replaced atomically, so concurrent runs never see a mismatched pair."""
+class Derived:
+    """A value derived from constant input tensors (a packed weight, BatchNorm's folded
+    scale and shift), remade only when other tensor objects come in. Initializers and
+    constants come back as the same objects run after run; kernels never modify their
+    inputs, and holding references keeps the ids from being recycled. One tuple, replaced
+    atomically, so concurrent runs never see a mismatched entry."""
     __slots__ = ("entry",)
 
     def __init__(self):
         self.entry = None
 
-    def get(self, w, key, make):
+    def get(self, sources: tuple, key, make):
         e = self.entry
-        if e is None or e[0] is not w or e[1] != key:
-            e = self.entry = (w, key, make())
+        if e is not None and e[1] == key and len(e[0]) == len(sources) \
+                and all(map(operator.is_, e[0], sources)):     # per kernel call: no generator
+            return e[2]
+        e = self.entry = (tuple(sources), key, make())
         return e[2]
