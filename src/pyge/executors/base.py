@@ -22,6 +22,7 @@ import torch
 from ..errors import InputError
 from ..ir.graph import Graph
 from ..kernels.runtime import build_kernel, describe, to_numpy, to_torch, torch_dtype
+from ..plan.order import host_order
 from ..plan.plan import Plan
 
 
@@ -114,8 +115,8 @@ def merged_steps(plan: Plan) -> list[tuple[int, int, int]]:
     event ids are reused on the strength of it (passes/event_ids.py), and CUDA binds a wait to
     the latest record issued before it. Raises PlanError if the plan deadlocks.
     """
-    from ..plan.order import host_order
-    return [(s, st.kind, st.arg) for s, i in host_order(plan) for st in (plan.streams[s][i],)]
+    steps = plan.streams
+    return [(s, steps[s][i].kind, steps[s][i].arg) for s, i in host_order(plan)]
 
 
 def stream_tables(plan: Plan) -> tuple[list[int], list[tuple[int, ...]]]:

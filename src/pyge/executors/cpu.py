@@ -29,11 +29,9 @@ branches), so on 2 cores the main stream keeps both cores and the side streams r
 Why not C threads everywhere: every thread with a team of its own adds OpenMP threads, and
 once libgomp manages more threads than there are cores it cuts its spin-wait to 100
 iterations in every team, so each operator again pays a futex wake-up of its team (the cost
-pyge's bounded spin exists to avoid, see pyge/__init__.py). Measured once on 2 cores, in one
-process with per-run timers (not kept as a benchmark): LoadBalance:2 with a 2-thread side
-stream ran shufflenet in 12.1 ms and squeezenet in 10.7 ms against 7.6 and 6.9 ms with a
-1-thread side stream, and single-stream runs in the same process slowed down from 7 to 12 ms
-once a 2-thread side team existed. `bench_omp_wait.py`'s lb2 column times the rule as it is.
+pyge's bounded spin exists to avoid, see pyge/__init__.py); a 2-thread side team also
+slowed single-stream runs in the same process. `bench_omp_wait.py`'s lb2 column times the
+rule as it is.
 `pyge.intraOpThreads=N` (N > 0) forces N.
 """
 from __future__ import annotations

@@ -2,15 +2,12 @@
 
     cpu   GE's own rules (no policy): with ge.streamMaxParallelNum=1 they put one engine's
           nodes on one stream, which on all nine light models of the onnx package is the
-          single-stream plan (ratio 0.97-1.01 to single stream: noise). Measured with
-          benchmarks/bench_policies_cpu.py on a 2-core machine (results in
-          benchmarks/results/policies_cpu.txt): a multi-stream plan splits the cores over
-          the streams' threads, so policies gain at most a few percent (inception_v1 2%,
-          zfnet512 3-4%, inception_v2 up to 10% in one run, none in the next) and lose up
-          to 9% (critical_path:2 / list_schedule:2 on resnet50) or 19% (min_streams:2 on
-          bvlc_alexnet). None stays within 5% of single stream on every model, so none may
-          be the default; `pyge tune` (never more than 1% slower, geomean 1.3% faster)
-          finds the models where more streams pay.
+          single-stream plan. benchmarks/bench_policies_cpu.py on a 2-core machine (results in
+          benchmarks/results/policies_cpu.txt, figures in the README): a multi-stream plan
+          splits the cores between the streams' threads, so the two-stream policies gain at
+          most a few percent on some models and lose up to ~40% on others. None stays within
+          5% of single stream on every model, so none may be the default; `pyge tune` (never
+          measurably slower than single stream) finds the models where more streams pay.
     cuda  GE's rules too, until a GPU measurement says otherwise. The simulator
           (tuning/simulator.py, static GPU costs, graph-replay overheads) recommends
           list_schedule over pyge.maxStreams (4) streams: best or tied-best of the policies
