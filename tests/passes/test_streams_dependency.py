@@ -11,6 +11,8 @@ from pyge.passes.streams import allocate_streams
 from pyge.passes.streams.context import StreamContext
 from pyge.passes.streams.dependency import assign_by_dependency
 
+from _dags import sum_dags
+
 
 def _alloc(g, **options):
     g = clone_graph(g)
@@ -87,17 +89,8 @@ def test_attach_node_rides_on_its_producers_stream():
 
 # -- property: on random DAGs, with enough streams, each stream is a chain handed down -----
 
-@st.composite
-def dags(draw):
-    n = draw(st.integers(2, 12))
-    b = pyge.GraphBuilder("rand")
-    vals = [b.input("x", "float32", (4,))]
-    for i in range(n):
-        k = draw(st.integers(1, min(3, len(vals))))
-        ins = draw(st.lists(st.sampled_from(vals), min_size=k, max_size=k, unique_by=id))
-        vals.append(b.op("Sum", ins, name=f"n{i}"))
-    b.graph.outputs.append(vals[-1])
-    return b.build()
+def dags():
+    return sum_dags(max_nodes=12, max_inputs=3)
 
 
 def _run_rule(g, parallel):

@@ -10,6 +10,8 @@ from pyge.passes.engines import assign_engines
 from pyge.passes.streams.context import StreamContext
 from pyge.passes.streams.pull import pull_isolated
 
+from _dags import sum_dags
+
 
 def _prepared(g, streams: dict[str, int]):
     g = clone_graph(g)
@@ -88,16 +90,8 @@ def test_prefers_the_stream_with_most_neighbours():
 
 @st.composite
 def assigned_dags(draw):
-    n = draw(st.integers(2, 10))
-    b = pyge.GraphBuilder("rand")
-    vals = [b.input("x", "float32", (4,))]
-    for i in range(n):
-        k = draw(st.integers(1, min(2, len(vals))))
-        ins = draw(st.lists(st.sampled_from(vals), min_size=k, max_size=k, unique_by=id))
-        vals.append(b.op("Sum", ins, name=f"n{i}"))
-    b.graph.outputs.append(vals[-1])
-    streams = {f"n{i}": draw(st.integers(0, 3)) for i in range(n)}
-    return b.build(), streams
+    g = draw(sum_dags(max_nodes=10, max_inputs=2))
+    return g, {n.name: draw(st.integers(0, 3)) for n in g.nodes}
 
 
 def _reachable(a, b) -> bool:
@@ -178,19 +172,11 @@ def _reference_pull(g, ctx) -> int:
 @st.composite
 def wider_dags(draw):
     """Up to 40 nodes reading up to 3 of the previous 8 values, 1-6 streams, some pinned."""
-    n = draw(st.integers(2, 40))
-    b = pyge.GraphBuilder("wide")
-    vals = [b.input("x", "float32", (4,))]
-    for i in range(n):
-        window = vals[-8:]
-        k = draw(st.integers(1, min(3, len(window))))
-        ins = draw(st.lists(st.sampled_from(window), min_size=k, max_size=k, unique_by=id))
-        vals.append(b.op("Sum", ins, name=f"n{i}"))
-    b.graph.outputs.append(vals[-1])
+    g = draw(sum_dags(max_nodes=40, max_inputs=3, window=8))
     k = draw(st.integers(1, 6))
-    streams = {f"n{i}": draw(st.integers(0, k - 1)) for i in range(n)}
+    streams = {n.name: draw(st.integers(0, k - 1)) for n in g.nodes}
     pinned = draw(st.sets(st.integers(0, k - 1), max_size=1))
-    return b.build(), streams, pinned
+    return g, streams, pinned
 
 
 @settings(max_examples=300, deadline=None)
