@@ -2,7 +2,10 @@
 decides eager vs graph mode, the merged issue order, errors without CUDA) run anywhere."""
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -191,3 +194,14 @@ def test_hooks_run_eagerly_on_the_logical_stream():
     feeds = random_feeds(single)
     _close(multi.executor.run(feeds, hooks=hooks), single.run(feeds))
     assert hooks.count == len(multi.plan.nodes) and not hooks.bad
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(200)
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_torch_cuda_sanitizer_finds_no_race():
+    """PyTorch's CUDA sanitizer over multi-stream eager runs (csan_check.py, a child process)."""
+    script = os.path.join(os.path.dirname(__file__), "csan_check.py")
+    done = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=180)
+    assert "CSAN-LIVE" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert done.returncode == 0 and "CSAN-CLEAN" in done.stdout, done.stderr[-3000:]

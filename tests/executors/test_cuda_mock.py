@@ -6,7 +6,6 @@ The fake records every stream call so the ordering rules can be checked.
 """
 from __future__ import annotations
 
-import contextlib
 import random
 
 import numpy as np
@@ -17,109 +16,17 @@ import pyge
 from pyge.executors import cuda as cuda_mod
 from pyge.kernels import register
 
+from .fake_cuda import FakeCuda, TorchProxy
 from .helpers import compile_with_streams, random_feeds, random_graph, random_streams, replan
 
-CAPTURING = {"on": False}
-
-
-class FakeStream:
-    def __init__(self, log, name):
-        self.log, self.name = log, name
-
-    def wait_stream(self, other):
-        self.log.append(("wait_stream", self.name, other.name))
-
-    def wait_event(self, ev):
-        self.log.append(("wait_event", self.name, ev.name))
-
-    def __repr__(self):
-        return self.name
-
-
-class FakeEvent:
-    def __init__(self, log, name):
-        self.log, self.name = log, name
-
-    def record(self, stream=None):
-        self.log.append(("record", stream.name, self.name))
-
-
-class FakeGraph:
-    def __init__(self):
-        self.replays = 0
-        self.replay_fn = lambda: None   # the fake capture really ran: outputs are current
-
-    def replay(self):
-        self.replays += 1
-        self.replay_fn()
-
-
-class FakeCuda:
-    """Just enough of torch.cuda for CudaExecutor; the 'device' is the CPU."""
-
-    def __init__(self):
-        self.log: list[tuple] = []
-        self.caller = FakeStream(self.log, "caller")
-        self.current = self.caller
-        self.n_streams = self.n_events = 0
-        self.CUDAGraph = FakeGraph
-
-    def is_available(self):
-        return True
-
-    def Stream(self, device=None):  # noqa: N802 - torch's spelling
-        self.n_streams += 1
-        return FakeStream(self.log, f"s{self.n_streams - 1}")
-
-    def Event(self):  # noqa: N802
-        self.n_events += 1
-        return FakeEvent(self.log, f"e{self.n_events - 1}")
-
-    def current_stream(self, device=None):
-        return self.current
-
-    def device(self, dev):
-        return contextlib.nullcontext()
-
-    @contextlib.contextmanager
-    def stream(self, s):
-        saved, self.current = self.current, s
-        try:
-            yield
-        finally:
-            self.current = saved
-
-    def set_stream(self, s):
-        self.current = s
-
-    def synchronize(self, device=None):
-        self.log.append(("synchronize",))
-
-    @contextlib.contextmanager
-    def graph(self, g, stream=None, capture_error_mode=None):
-        saved, self.current = self.current, stream
-        CAPTURING["on"] = True
-        try:
-            yield
-        finally:
-            CAPTURING["on"] = False
-            self.current = saved
-
-
-class _TorchProxy:
-    """torch, with .cuda replaced."""
-
-    def __init__(self, fake):
-        self.cuda = fake
-
-    def __getattr__(self, name):
-        return getattr(torch, name)
+ACTIVE: dict = {"fake": None}   # the fake of the running test, for TestCaptureSync
 
 
 @pytest.fixture
 def fake_cuda(monkeypatch):
     fake = FakeCuda()
-    monkeypatch.setattr(cuda_mod, "torch", _TorchProxy(fake))
+    monkeypatch.setitem(ACTIVE, "fake", fake)
+    monkeypatch.setattr(cuda_mod, "torch", TorchProxy(fake))
     monkeypatch.setattr(cuda_mod, "_device", lambda device: torch.device("cpu"))
     return fake
 
@@ -127,7 +34,7 @@ def fake_cuda(monkeypatch):
 @register("TestCaptureSync", domain="pyge.test")
 def _capture_sync(ctx):
     def fn(xs):
-        if CAPTURING["on"]:
+        if ACTIVE["fake"] is not None and ACTIVE["fake"].capturing is not None:
             raise RuntimeError("operation not permitted when stream is capturing")
         return [xs[0] * 2.0]
     return fn

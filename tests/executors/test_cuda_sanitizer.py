@@ -1,0 +1,174 @@
+"""The CUDA executor's stream ordering, checked byte by byte on the CPU (fake_cuda.py).
+
+Without a GPU a missing event changes nothing visible: the CPU runs every kernel at once,
+in issue order. These tests run the CUDA executor on random graphs with random stream
+assignments (and on light models) under a fake torch.cuda that keeps CUDA's happens-before
+order and sees every byte each ATen op touches; they fail on any pair of unordered
+conflicting accesses, on a cross-stream read the caching allocator was not told about
+(record_stream), and on a capture CUDA would refuse (work outside it, dependencies on
+work before it, streams not joined back). The last tests break the executor or the plan on
+purpose and check the sanitizer notices.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import pyge
+from pyge.executors import base as base_mod
+from pyge.executors import cuda as cuda_mod
+
+from .fake_cuda import AccessMode, FakeCuda, FakeGraph, TorchProxy
+from .helpers import random_feeds, random_graph, random_streams, replan
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    fake = FakeCuda()
+    monkeypatch.setattr(cuda_mod, "torch", TorchProxy(fake))
+    monkeypatch.setattr(cuda_mod, "_device", lambda device: torch.device("cpu"))
+    monkeypatch.setattr(cuda_mod, "record_use", fake.record_stream)
+
+    def to_numpy(plan, outs, owned=()):
+        fake.access(outs, write=False, what="copy to host", host=True)   # .cpu() on the caller's stream
+        return base_mod.outputs_to_numpy(plan, outs, owned)
+    monkeypatch.setattr(cuda_mod, "outputs_to_numpy", to_numpy)
+    return fake
+
+
+def _pair(seed: int, k: int, nodes: int = 24, **opts):
+    rng = random.Random(seed)
+    g = random_graph(rng, nodes, shape=(4, 8), num_inputs=rng.randrange(1, 4))
+    single = pyge.compile(g, "cpu", {"ge.enableSingleStream": "true"})
+    return single, replan(single, random_streams(k, seed), device="cpu", options=opts)
+
+
+def _run(fake, ex, feeds, **kw):
+    with AccessMode(fake):
+        return ex.run(feeds, **kw)
+
+
+def _same(got, want):
+    assert set(got) == set(want)
+    for k in want:
+        np.testing.assert_allclose(np.asarray(got[k]), want[k], rtol=1e-6, atol=1e-6)
+
+
+CASES = [(seed, 2 + seed % 3, "arena" if seed % 2 else "pool") for seed in range(12)]
+
+
+def test_cases_reuse_physical_events():
+    """Some cases bind several Send/Recv pairs to one CUDA event (issue order matters then)."""
+    reused = [seed for seed, k, _ in CASES
+              if (p := _pair(seed, k)[1].plan).num_physical_events < len(p.events)]
+    assert len(reused) >= 3, reused
+
+
+@pytest.mark.parametrize("seed,k,memory", CASES)
+def test_eager_runs_are_race_free(fake, seed, k, memory):
+    single, multi = _pair(seed, k, **{"pyge.cudaGraph": "false"})
+    assert multi.num_streams > 1
+    ex = cuda_mod.CudaExecutor(multi.graph, multi.plan, "cuda", multi.options, memory=memory)
+    for s in (0, 1):                            # two runs: the second's writes meet the first's reads
+        feeds = random_feeds(single, s)
+        _same(_run(fake, ex, feeds), single.run(feeds))
+    out = _run(fake, ex, random_feeds(single, 2), output_device="cuda")
+    with AccessMode(fake):                      # the caller's own later work on the outputs
+        for t in out.values():
+            t.sum()
+    assert fake.violations == []
+
+
+@pytest.mark.parametrize("seed,k,memory", CASES[::2])
+def test_capture_is_valid_and_race_free(fake, seed, k, memory):
+    single, multi = _pair(seed, k)
+    ex = cuda_mod.CudaExecutor(multi.graph, multi.plan, "cuda", multi.options, memory=memory)
+    feeds = random_feeds(single, 0)
+    _same(_run(fake, ex, feeds), single.run(feeds))        # warm-up, capture, replay
+    assert ex.mode == "graph" and ex.capture_error is None and fake.n_captures == 1
+    fake.keep_alive(ex._static_out)
+    out = _run(fake, ex, feeds, output_device="cuda")      # copies of the static outputs
+    with AccessMode(fake):
+        for t in out.values():
+            t.sum()
+    assert fake.violations == []
+
+
+@pytest.mark.parametrize("name,k", [("squeezenet", 3), ("inception_v1", 4)])
+def test_light_model_arena_is_race_free(fake, name, k):
+    from .helpers import cached_light_model
+    single = cached_light_model(name)
+    multi = replan(single, random_streams(k, 7), device="cpu", options={"pyge.cudaGraph": "false"})
+    ex = cuda_mod.CudaExecutor(multi.graph, multi.plan, "cuda", multi.options, memory="arena")
+    feeds = random_feeds(single, 0)
+    got = _run(fake, ex, feeds)
+    want = single.run(feeds)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-4)
+    assert fake.violations == []
+
+
+# -- the sanitizer catches what it is for --------------------------------------------------
+
+def _cross_stream_pair(graph: str = "false"):
+    for seed in range(40):
+        single, multi = _pair(seed, 3, **{"pyge.cudaGraph": graph})
+        if len(multi.plan.events) >= 3:
+            return single, multi
+    raise AssertionError("no random graph with cross-stream edges")
+
+
+def test_missing_waits_are_races(fake):
+    single, multi = _cross_stream_pair()
+    ex = cuda_mod.CudaExecutor(multi.graph, multi.plan, "cuda", multi.options, memory="pool")
+    fake.ignore_waits = True
+    _run(fake, ex, random_feeds(single, 0))
+    assert any(v.startswith("race: read") for v in fake.violations), fake.violations
+
+
+def test_missing_record_stream_is_reported(fake, monkeypatch):
+    single, multi = _cross_stream_pair()
+    monkeypatch.setattr(cuda_mod, "record_use", lambda x, stream: None)
+    ex = cuda_mod.CudaExecutor(multi.graph, multi.plan, "cuda", multi.options, memory="pool")
+    _run(fake, ex, random_feeds(single, 0))
+    assert any("without record_stream" in v for v in fake.violations), fake.violations
+
+
+def test_arena_offsets_shared_across_streams_are_races(fake):
+    single, multi = _cross_stream_pair()
+    mem = multi.plan.memory
+    for b in mem.buffers:                # every value at offset 0: unordered streams collide
+        b.offset = 0
+    mem.peak_bytes = max(b.size for b in mem.buffers)
+    ex = cuda_mod.CudaExecutor(multi.graph, multi.plan, "cuda", multi.options, memory="arena")
+    _run(fake, ex, random_feeds(single, 0))
+    assert any(v.startswith("race: write") for v in fake.violations), fake.violations
+
+
+def test_capture_rules():
+    """What CUDA refuses in a capture, each reported (the fake alone, no executor)."""
+    fake = FakeCuda()
+    s0, s1, cap = fake.Stream(), fake.Stream(), fake.Stream()
+    before = fake.Event()
+    before.record(s1)
+    x = torch.ones(4)
+    with fake.graph(FakeGraph(fake), stream=cap):
+        s0.wait_stream(cap)                       # s0 joins the capture
+        fake.access(x, write=True, what="k0", stream=s0)
+        s0.wait_event(before)                     # recorded before the capture began
+        fake.access(x, write=True, what="k1", stream=s1)   # s1 never joined
+    v = fake.violations
+    assert any("wait_event(e0) on stream s0 depends on work outside the capture" in m for m in v), v
+    assert any("k1 on stream s1, which has not joined the capture" in m for m in v), v
+    assert any("stream s0 never joined back" in m for m in v), v
+
+
+def test_unjoined_capture_is_reported(fake):
+    single, multi = _pair(3, 3)
+    ex = cuda_mod.CudaExecutor(multi.graph, multi.plan, "cuda", multi.options, memory="pool")
+    fake.ignore_joins_of = "s1"
+    _run(fake, ex, random_feeds(single, 0))
+    assert any("unjoined" in v for v in fake.violations), fake.violations
