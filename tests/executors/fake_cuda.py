@@ -42,6 +42,7 @@ and `ignore_joins_of` (a stream name whose wait_stream into the capture stream i
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any, Iterable
 
 import torch
@@ -89,12 +90,19 @@ class FakeEvent:
         self.cuda, self.name = cuda, name
         self.vc: dict[str, int] | None = None
         self.capture: int | None = None
+        self.t: float | None = None          # host time of the record: kernels ran at issue
 
     def record(self, stream: FakeStream | None = None) -> None:
         stream = stream or self.cuda.current
         self.cuda.log.append(("record", stream.name, self.name))
         self.cuda.check_in_capture(stream, f"record({self.name})")
-        self.vc, self.capture = dict(stream.vc), stream.capture
+        self.vc, self.capture, self.t = dict(stream.vc), stream.capture, time.perf_counter()
+
+    def elapsed_time(self, end: "FakeEvent") -> float:
+        """Milliseconds from this record to end's (CUDA refuses unrecorded events)."""
+        if self.t is None or end.t is None:
+            raise RuntimeError("elapsed_time: both events must be recorded")
+        return (end.t - self.t) * 1e3
 
 
 class FakeGraph:

@@ -1,11 +1,20 @@
 """Profiling on CUDA (skipped without a GPU)."""
 from __future__ import annotations
 
-import pytest
+import sys
+from pathlib import Path
 
+import pytest
+import torch
+
+from pyge.executors import cuda as cuda_mod
+from pyge.profiling import cuda as prof_cuda
 from pyge.profiling.cuda import executor_streams, uses_graph
 
 from ._helpers import feeds, reference_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from executors.fake_cuda import FakeCuda, FakeStream, TorchProxy  # noqa: E402
 
 
 class _Fake:
@@ -23,6 +32,31 @@ def test_executor_is_asked_duck_typed():
     Exec.mode = "eager"
     assert not uses_graph(Exec())
     assert executor_streams(_Fake(), 1) is None
+
+
+def test_eager_event_profile_on_a_fake_device(monkeypatch):
+    """The event-timing path (hooks -> per-stream events -> records) on the CPU, torch.cuda faked."""
+    fake = FakeCuda()
+    monkeypatch.setattr(cuda_mod, "torch", TorchProxy(fake))
+    monkeypatch.setattr(cuda_mod, "_device", lambda device: torch.device("cpu"))
+    for name in ("Event", "synchronize", "current_stream"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)      # executor_streams checks the type
+    model = reference_model(True)
+    ex = cuda_mod.CudaExecutor(model.graph, model.plan, "cuda", {"pyge.cudaGraph": "false"})
+    assert ex.mode == "eager"
+    prof = prof_cuda.profile_cuda(model, ex, feeds(), runs=2, warmup=1)
+    assert prof.mode == "cuda events"
+    by_node = {(r.run, r.name): r for r in prof.records}
+    assert len(by_node) == 2 * len(model.plan.nodes)
+    for r in prof.records:        # each node timed on its own logical stream, inside its run
+        assert r.stream == model.plan.nodes[r.node].stream
+        run = prof.runs[r.run]
+        assert run.start - 1e-4 <= r.start <= r.end <= run.end + 1e-4
+    records = [e for e in fake.log if e[0] == "record"]
+    stream_names = {f"s{i}" for i in range(model.plan.num_streams)}
+    assert {e[1] for e in records} >= stream_names        # timing events land on the logical streams
+    assert prof.summary()["critical_path_s"] > 0
 
 
 def _cuda_reference(options):

@@ -42,6 +42,7 @@ import torch
 
 from ..errors import ExecutionError, OptionError, PygeError
 from ..ir.graph import Graph
+from ..options import parse_options
 from ..kernels.runtime import to_torch
 from ..plan.plan import LAUNCH, RECORD, Plan
 from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device, merged_steps,
@@ -78,7 +79,8 @@ class CudaExecutor:
         self.descs = node_descriptions(graph, plan)
         self.none_slot = len(plan.values)
         self.segments = self._segments(plan, kernels)
-        enabled = True if options is None else bool(_opt(options, "pyge.cudaGraph", True))
+        # Parsed, so that a plain {"pyge.cudaGraph": "false"} means false (bool("false") is True).
+        enabled = bool(parse_options(options)["pyge.cudaGraph"])
         self.eager_reason = graph_blocker(plan, enabled)
         self.mode = "eager" if self.eager_reason else "graph"
         self.capture_error: str | None = None
@@ -270,9 +272,3 @@ def _clone(t: Any) -> Any:
         return [_clone(e) for e in t]
     return t
 
-
-def _opt(options, key: str, default):
-    try:
-        return options[key]
-    except (KeyError, TypeError):
-        return default
