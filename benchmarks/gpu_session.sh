@@ -9,7 +9,7 @@
 # The GPU image has torch, torchvision, onnx and onnxruntime already; pyge runs from the
 # source tree (no install needed).
 # The device tool brings back at most 8 files from $OUT, so each step's files are packed
-# as soon as it ends: session.txt (versions, gpu-marked tests), gpu_check.{txt,json},
+# as soon as it ends: session.txt (versions, and every step's whole output), gpu_check.{txt,json},
 # gpu_bench.{txt,json} and gpu_bench_extra.tar.gz (plot, tuned policy files). A step
 # stopped by its timeout leaves its *.partial.json instead of the final json.
 # A dry run of the same steps on a CPU (about 30 s):
@@ -22,7 +22,7 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 LOG="$OUT/session.txt"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | tee "$LOG"
 if python3 -c "import pytest" 2>/dev/null; then
-  timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/executors/test_cuda.py tests/profiling/test_cuda_profile.py 2>&1 | tail -30 | tee -a "$LOG"
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/executors/test_cuda.py tests/profiling/test_cuda_profile.py 2>&1 | tee -a "$LOG" | tail -30
 else
   echo "pytest is not installed on this machine: gpu-marked tests not run" | tee -a "$LOG"
 fi
@@ -34,9 +34,9 @@ keep() {
   if [ -f "$dir/$name.json" ]; then mv "$dir/$name.json" "$OUT/"; rm -f "$dir/$name.partial.json"
   elif [ -f "$dir/$name.partial.json" ]; then mv "$dir/$name.partial.json" "$OUT/"; fi
 }
-timeout 190 python3 benchmarks/gpu_check.py --budget 160 --out "$OUT/check" ${PYGE_SESSION_ARGS:-} 2>&1 | tail -40
+timeout 140 python3 benchmarks/gpu_check.py --budget 110 --out "$OUT/check" ${PYGE_SESSION_ARGS:-} 2>&1 | tee -a "$LOG" | tail -40
 keep "$OUT/check" gpu_check
-timeout 250 python3 benchmarks/gpu_bench.py --budget-s 220 --out "$OUT/bench" ${PYGE_SESSION_ARGS:-} 2>&1 | tail -40
+timeout 300 python3 benchmarks/gpu_bench.py --budget-s 270 --out "$OUT/bench" ${PYGE_SESSION_ARGS:-} 2>&1 | tee -a "$LOG" | tail -40
 keep "$OUT/bench" gpu_bench
 if [ -n "$(ls -A "$OUT/bench" "$OUT/check" 2>/dev/null)" ]; then
   tar -czf "$OUT/gpu_bench_extra.tar.gz" -C "$OUT" bench check

@@ -185,12 +185,32 @@ class Inception3(nn.Module):
         return self.fc(self.dropout(torch.flatten(self.avgpool(x), 1)))
 
 
+def spread_weights(model: nn.Module, seed: int = 0) -> nn.Module:
+    """He-normal weights for every convolution and linear layer, zero biases.
+
+    With PyTorch's default initialisation (and torchvision's init_weights=False) activations
+    shrink layer by layer, and these networks' logits end up little more than the fc bias:
+    the same for every input, so a wrong result would not show in a comparison. He-normal
+    weights keep the activations' scale through the depth (BatchNorm in eval mode with fresh
+    running statistics is close to the identity).
+    """
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                m.weight.normal_(0.0, (2.0 / m.weight[0].numel()) ** 0.5, generator=g)
+                if m.bias is not None:
+                    m.bias.zero_()
+    return model
+
+
 def build(name: str) -> tuple[nn.Module, int]:
-    """(model with random weights, input resolution), from torchvision when it is installed."""
+    """(model with random weights, input resolution), from torchvision when it is installed;
+    weights from spread_weights."""
     try:
         import torchvision.models as tvm
         if name == "googlenet":
-            return tvm.googlenet(weights=None, aux_logits=False, init_weights=False), 224
-        return tvm.inception_v3(weights=None, aux_logits=False, init_weights=False), 299
+            return spread_weights(tvm.googlenet(weights=None, aux_logits=False, init_weights=False)), 224
+        return spread_weights(tvm.inception_v3(weights=None, aux_logits=False, init_weights=False)), 299
     except ImportError:
-        return (GoogLeNet(), 224) if name == "googlenet" else (Inception3(), 299)
+        return spread_weights(GoogLeNet() if name == "googlenet" else Inception3()), (224 if name == "googlenet" else 299)

@@ -108,14 +108,20 @@ def test_graph_replay_matches_cpu(memory):
 @pytest.mark.parametrize("name", ["inception_v1", "resnet50"])
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
-def test_light_models_multi_stream_replay(name):
+def test_light_models_multi_stream_replay(name, monkeypatch):
+    # cuDNN convolutions default to TF32 (10-bit mantissa): FP32 throughout for the CPU comparison.
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     single = cached_light_model(name)
     feeds = random_feeds(single)
     cuda_single = replan(single, {}, device="cuda")
     cuda_multi = replan(single, branch_streams(3), device="cuda")
     a, b = cuda_single.run(feeds), cuda_multi.run(feeds)
     _close(a, b, rtol=1e-4, atol=1e-6)                       # same kernels, same device
-    _close(b, single.run(feeds), rtol=1e-2, atol=1e-4)       # cuDNN may use TF32
+    want = single.run(feeds)                                 # GPU FP32 vs CPU FP32 kernels:
+    for k in want:                                           # within 1e-3 of each largest value
+        scale = max(float(np.abs(want[k]).max()), 1e-12)
+        assert float(np.abs(np.asarray(b[k]) - want[k]).max()) <= 1e-3 * scale, k
 
 
 @pytest.mark.gpu
@@ -197,11 +203,11 @@ def test_hooks_run_eagerly_on_the_logical_stream():
 
 
 @pytest.mark.gpu
-@pytest.mark.timeout(200)
+@pytest.mark.timeout(100)
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 def test_torch_cuda_sanitizer_finds_no_race():
     """PyTorch's CUDA sanitizer over multi-stream eager runs (csan_check.py, a child process)."""
     script = os.path.join(os.path.dirname(__file__), "csan_check.py")
-    done = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=90)
     assert "CSAN-LIVE" in done.stdout, done.stdout + done.stderr[-3000:]
     assert done.returncode == 0 and "CSAN-CLEAN" in done.stdout, done.stderr[-3000:]
