@@ -5,6 +5,7 @@ GPU. Writes $OUT/gpu_check.json and $OUT/gpu_check.txt ($OUT defaults to ./out).
     python benchmarks/gpu_check.py                       # on a GPU machine
     python benchmarks/gpu_check.py --device cpu --quick  # the same flow on the CPU executors
     python benchmarks/gpu_check.py --thread-policy --reps 40   # CPU intra-op thread rules
+    python benchmarks/gpu_check.py --sensitivity          # how much the checked outputs depend on the input
 
 Models: the ONNX light models shipped with the onnx package, and GoogLeNet / Inception v3
 with random weights exported to ONNX (opset 17) from torchvision, or from the copies in
@@ -357,6 +358,23 @@ def thread_policy(reps: int) -> int:
     return 0
 
 
+def sensitivity() -> int:
+    """CPU only: how far each checked output moves between two seeded inputs, relative to its
+    largest value (a check tolerance must sit well below what a wrong input would change)."""
+    build, _ = torchvision_builder()
+    graphs = [(n, lambda n=n: light_graph(n, 1)) for n in LIGHT]
+    for name in TV:
+        module, size = build(name)
+        graphs.append((name, lambda m=module.eval(), s=size: export(m, torch.zeros(1, 3, s, s))))
+    say(f"{'model':13s} {'outputs':>7s} {'min':>9s} {'median':>9s} {'max':>9s}   (|out(seed 0) - out(seed 1)| / max|out|)")
+    for name, make in graphs:
+        m = pyge.compile(with_intermediates(make()), "cpu", {"ge.enableSingleStream": "true"})
+        a, b = m.run(make_feeds(m, 0, "cpu")), m.run(make_feeds(m, 1, "cpu"))
+        d = sorted(rel_err({k: a[k]}, {k: b[k]}) for k in b)
+        say(f"{name:13s} {len(d):7d} {d[0]:9.1e} {d[len(d) // 2]:9.1e} {d[-1]:9.1e}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu")
@@ -366,8 +384,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "out"), help="output folder (default $OUT or ./out)")
     ap.add_argument("--thread-policy", action="store_true",
                     help="CPU only: compare the intra-op thread rules of the threaded executor")
+    ap.add_argument("--sensitivity", action="store_true",
+                    help="CPU only: how much each checked output changes between two inputs")
     args = ap.parse_args(argv)
     args.reps = args.reps or (5 if args.quick else 30)
+    if args.sensitivity:
+        return sensitivity()
     if args.thread_policy:
         return thread_policy(max(args.reps, 10))
     if args.device.startswith("cuda") and not torch.cuda.is_available():
