@@ -33,15 +33,12 @@ import numpy as np
 import onnx
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import light  # noqa: E402
-import pyge  # noqa: E402
+import pyge
 from pyge.model import CompiledModel
-from pyge.replan import branch_streams, replan  # noqa: E402
+from pyge.replan import branch_streams, replan
+from pyge.testing import LIGHT_MODELS, light_path, random_weights, with_intermediates
 
-LIGHT_DIR = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
-LIGHT = ["inception_v1", "inception_v2", "resnet50", "squeezenet", "shufflenet", "densenet121",
-         "bvlc_alexnet", "vgg19", "zfnet512"]
+LIGHT = list(LIGHT_MODELS)
 QUICK = ["inception_v1", "squeezenet"]
 # Largest |difference| allowed, relative to each output's largest |value|. Multi-stream
 # against single stream runs the same kernels; against the references the kernels differ
@@ -77,10 +74,10 @@ def variants(graph: pyge.Graph, device: str) -> dict[str, CompiledModel]:
 
 
 def light_graph(name: str, batch: int, random: bool = True) -> pyge.Graph:
-    """A light model, at `batch`, with random weights (light.random_weights) unless told not."""
-    mp = onnx.load(str(LIGHT_DIR / f"light_{name}.onnx"))
+    """A light model, at `batch`, with random weights (pyge.testing.random_weights) unless told not."""
+    mp = onnx.load(light_path(name))
     if random:
-        light.random_weights(mp)
+        random_weights(mp)
     if batch != 1:
         mp.graph.input[0].type.tensor_type.shape.dim[0].dim_value = batch
         for o in mp.graph.output:
@@ -101,19 +98,6 @@ def _batch_reshapes(g: onnx.GraphProto) -> None:
             if shape.ndim == 1 and shape.size > 1 and shape[0] == 1 and -1 not in shape:
                 shape[0] = -1
                 init[n.input[1]].CopyFrom(numpy_helper.from_array(shape, n.input[1]))
-
-
-def with_intermediates(graph: pyge.Graph, count: int = 16) -> pyge.Graph:
-    """The graph with about `count` intermediates as extra outputs (outputs of convolutions,
-    concatenations, additions and pools, spread over the graph). A network's final output
-    can hide a wrong result: the light models' weights are constants, so their softmax is the
-    same for every input, and a global average pool flattens most of what random inputs change.
-    The intermediates depend on the input."""
-    picked = [n.outputs[0] for n in graph.nodes
-              if n.op_type in ("Conv", "Concat", "Add", "Sum", "MaxPool", "AveragePool")]
-    step = max(1, len(picked) // count)
-    graph.outputs.extend(v for v in picked[step - 1::step] if v not in graph.outputs)
-    return graph
 
 
 def torchvision_builder():

@@ -50,7 +50,7 @@ for seed in range(4):
             got, want = ex.run(feeds), single.run(feeds)
             for k in want:
                 np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-5)
-single = light_model("squeezenet")
+single = light_model("squeezenet", random=True)
 multi = replan(single, branch_streams(3), device="cuda", options=eager)
 for memory in ("pool", "arena"):
     ex = CudaExecutor(multi.graph, multi.plan, "cuda", multi.options, memory=memory)

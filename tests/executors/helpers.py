@@ -18,8 +18,8 @@ import pyge
 from pyge.executors.sequential import SequentialExecutor
 from pyge.model import CompiledModel
 from pyge.replan import Assignment, branch_streams, replan  # noqa: F401 - the tests import them from here
+from pyge.testing import light_path, random_weights, with_intermediates
 
-LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 def compile_with_streams(graph: pyge.Graph, assign: Assignment, device: str = "cpu",
                          options: Mapping[str, str] | None = None) -> CompiledModel:
     base = pyge.compile(graph, "cpu", {**dict(options or {}), "ge.enableSingleStream": "true"})
@@ -38,32 +38,29 @@ def reference(model: CompiledModel, feeds: Mapping[str, np.ndarray]) -> dict[str
     return SequentialExecutor(model.graph, model.plan, "cpu", model.options).run(feeds)
 
 
-def light_path(name: str) -> str:
-    return os.path.join(LIGHT_DIR, f"light_{name}.onnx")
+def light_model(name: str, random: bool = False, **compile_opts: str) -> CompiledModel:
+    """Compile a light model single-stream, with about 16 intermediates as extra outputs.
 
-
-def light_model(name: str, **compile_opts: str) -> CompiledModel:
-    """Compile a light model single-stream, with intermediates exposed as extra outputs.
-
-    The light models' weights are constants, so their final softmax is the same for every
-    input: comparing it alone could not catch a race. About 16 intermediates spread over the
-    graph (outputs of Conv, Concat, Add, Sum and pooling nodes) do depend on the input.
+    The light models' weights are constant fills, so their final softmax is the same for every
+    input and comparing it alone could not catch a race; the intermediates (pyge.testing.
+    with_intermediates) do depend on the input. `random=True` also gives the model random
+    weights (pyge.testing.random_weights), so every activation depends on the input: for
+    tests that compare values (multi- against single-stream).
     """
     path = light_path(name)
     if not os.path.exists(path):
         pytest.skip(f"{path} is not shipped with this onnx version")
-    g = pyge.load_onnx(path)
-    picked = [n.outputs[0] for n in g.nodes
-              if n.op_type in ("Conv", "Concat", "Add", "Sum", "MaxPool", "AveragePool")]
-    step = max(1, len(picked) // 16)
-    g.outputs.extend(v for v in picked[step - 1::step] if v not in g.outputs)
+    mp = onnx.load(path)
+    if random:
+        random_weights(mp)
+    g = with_intermediates(pyge.load_onnx(mp))
     return pyge.compile(g, "cpu", {"ge.enableSingleStream": "true", **compile_opts})
 
 
 @functools.lru_cache(maxsize=None)
-def cached_light_model(name: str) -> CompiledModel:
-    """light_model(name), compiled once per test session (tests must not mutate it)."""
-    return light_model(name)
+def cached_light_model(name: str, random: bool = False) -> CompiledModel:
+    """light_model(name, random), compiled once per test session (tests must not mutate it)."""
+    return light_model(name, random)
 
 
 def random_feeds(model: CompiledModel, seed: int = 0) -> dict[str, np.ndarray]:

@@ -18,8 +18,9 @@ import torch
 import pyge
 from pyge.executors.cuda_memory import graph_blocker
 from pyge.executors.sequential import SequentialExecutor
+from pyge.testing import LIGHT_DIR
 
-from .helpers import LIGHT_DIR, cached_light_model, random_feeds
+from .helpers import cached_light_model, random_feeds
 
 LIGHT_MODELS = sorted(f[6:-5] for f in os.listdir(LIGHT_DIR) if f.startswith("light_") and f.endswith(".onnx"))
 

@@ -61,7 +61,7 @@ LIGHT_CASES = [
 
 @pytest.mark.parametrize("name,assign", LIGHT_CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(LIGHT_CASES)])
 def test_light_models_multi_equals_single(name, assign):
-    single = cached_light_model(name)
+    single = cached_light_model(name, random=True)
     multi = replan(single, assign)
     assert multi.num_streams > 1
     ex = multi.executor
@@ -74,7 +74,7 @@ def test_light_models_multi_equals_single(name, assign):
 
 
 def test_light_model_with_arena_matches():
-    single = cached_light_model("inception_v1")
+    single = cached_light_model("inception_v1", random=True)
     multi = replan(single, branch_streams(4))
     ex = CpuExecutor(multi.graph, multi.plan, "cpu", multi.options, arena=True)
     feeds = random_feeds(single, 3)

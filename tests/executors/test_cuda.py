@@ -112,7 +112,7 @@ def test_light_models_multi_stream_replay(name, monkeypatch):
     # cuDNN convolutions default to TF32 (10-bit mantissa): FP32 throughout for the CPU comparison.
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
-    single = cached_light_model(name)
+    single = cached_light_model(name, random=True)
     feeds = random_feeds(single)
     cuda_single = replan(single, {}, device="cuda")
     cuda_multi = replan(single, branch_streams(3), device="cuda")

@@ -100,7 +100,7 @@ def test_capture_is_valid_and_race_free(fake, seed, k, memory):
 @pytest.mark.parametrize("name,k", [("squeezenet", 3), ("inception_v1", 4)])
 def test_light_model_arena_is_race_free(fake, name, k):
     from .helpers import cached_light_model
-    single = cached_light_model(name)
+    single = cached_light_model(name, random=True)
     multi = replan(single, random_streams(k, 7), device="cpu", options={"pyge.cudaGraph": "false"})
     ex = cuda_mod.CudaExecutor(multi.graph, multi.plan, "cuda", multi.options, memory="arena")
     feeds = random_feeds(single, 0)

@@ -1,0 +1,92 @@
+"""Helpers for checking a model's results: inputs that matter, outputs that show errors.
+
+Comparing only a network's final output can hide a wrong result. The ONNX light models
+(shipped in the onnx wheel under backend/test/data/light) fill every weight with one
+constant, so their activations barely depend on the input; a global average pool flattens
+much of what a random input changes. pyge's tests and GPU check therefore compare
+intermediates (`with_intermediates`) of models with random weights (`random_weights`).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+
+from .ir.graph import Graph
+
+LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+LIGHT_MODELS = ("inception_v1", "inception_v2", "resnet50", "squeezenet", "shufflenet",
+                "densenet121", "bvlc_alexnet", "vgg19", "zfnet512")
+
+
+def light_path(name: str) -> str:
+    """Path of the light model `name` (e.g. "resnet50") in the installed onnx package."""
+    return os.path.join(LIGHT_DIR, f"light_{name}.onnx")
+
+
+_RESHAPING = ("Unsqueeze", "Reshape", "Identity")
+_WEIGHTED = ("Conv", "Gemm", "MatMul", "BatchNormalization", "Mul", "Add")
+
+
+def random_weights(mp: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+    """The model with random weights in place of constant fills. Changes `mp` and returns it.
+
+    Each ConstantOfShape with a constant shape whose value feeds a weighted operator
+    (directly or through Unsqueeze / Reshape / Identity) becomes an initializer of random
+    values scaled to its role: He-normal convolution, Gemm and MatMul weights;
+    BatchNormalization scale and variance, and Mul constants, uniform in [0.5, 1.5]; biases,
+    means and Add constants normal with deviation 0.1. Activations then keep their scale
+    through the depth and depend on the input throughout.
+    """
+    from onnx import helper, numpy_helper
+    g = mp.graph
+    rng = np.random.default_rng(seed)
+    init = {t.name: t for t in g.initializer}
+    uses: dict[str, tuple[str, int, onnx.NodeProto]] = {}
+    for n in g.node:
+        for i, name in enumerate(n.input):
+            uses.setdefault(name, (n.op_type, i, n))
+
+    def role(name: str):
+        r = uses.get(name)
+        while r is not None and r[0] in _RESHAPING and r[1] == 0 and r[2].output:
+            r = uses.get(r[2].output[0])
+        return r
+
+    def value(shape: tuple[int, ...], r: tuple[str, int, onnx.NodeProto]) -> np.ndarray:
+        op, i, node = r
+        if op in ("Conv", "Gemm", "MatMul") and i == 1:
+            trans_b = any(a.name == "transB" and a.i for a in node.attribute)
+            fan_in = int(np.prod(shape[1:])) if op == "Conv" or trans_b else shape[0]
+            return rng.normal(0.0, (2.0 / max(fan_in, 1)) ** 0.5, shape)
+        if (op == "BatchNormalization" and i in (1, 4)) or op == "Mul":
+            return rng.uniform(0.5, 1.5, shape)
+        return rng.normal(0.0, 0.1, shape)
+
+    keep = []
+    for n in g.node:
+        r = role(n.output[0]) if n.op_type == "ConstantOfShape" and n.output else None
+        if r is not None and r[0] in _WEIGHTED and n.input and n.input[0] in init:
+            shape = tuple(int(d) for d in numpy_helper.to_array(init[n.input[0]]))
+            g.initializer.append(numpy_helper.from_array(value(shape, r).astype(np.float32), n.output[0]))
+            if mp.ir_version < 4:        # before IR 4 every initializer is also a graph input
+                g.input.append(helper.make_tensor_value_info(n.output[0], onnx.TensorProto.FLOAT, shape))
+        else:
+            keep.append(n)
+    del g.node[:]
+    g.node.extend(keep)
+    return mp
+
+
+_OBSERVED = ("Conv", "Concat", "Add", "Sum", "MaxPool", "AveragePool")
+
+
+def with_intermediates(graph: Graph, count: int = 16) -> Graph:
+    """The graph with about `count` intermediates added to its outputs: outputs of
+    convolutions, concatenations, additions and pools, evenly spread over the node order.
+    Changes `graph` and returns it."""
+    picked = [n.outputs[0] for n in graph.nodes if n.op_type in _OBSERVED and n.outputs]
+    step = max(1, len(picked) // count)
+    graph.outputs.extend(v for v in picked[step - 1::step] if v not in graph.outputs)
+    return graph
