@@ -56,26 +56,35 @@ def random_weights(mp: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
 
     def value(shape: tuple[int, ...], r: tuple[str, int, onnx.NodeProto]) -> np.ndarray:
         op, i, node = r
+        if (op == "BatchNormalization" and i in (1, 4)) or op == "Mul":
+            return rng.random(shape, dtype=np.float32) + np.float32(0.5)
+        std = 0.1
         if op in ("Conv", "Gemm", "MatMul") and i == 1:
             trans_b = any(a.name == "transB" and a.i for a in node.attribute)
             fan_in = int(np.prod(shape[1:])) if op == "Conv" or trans_b else shape[0]
-            return rng.normal(0.0, (2.0 / max(fan_in, 1)) ** 0.5, shape)
-        if (op == "BatchNormalization" and i in (1, 4)) or op == "Mul":
-            return rng.uniform(0.5, 1.5, shape)
-        return rng.normal(0.0, 0.1, shape)
+            std = (2.0 / max(fan_in, 1)) ** 0.5
+        x = rng.standard_normal(shape, dtype=np.float32)
+        x *= np.float32(std)
+        return x
 
-    keep = []
+    keep, orphans = [], set()
     for n in g.node:
         r = role(n.output[0]) if n.op_type == "ConstantOfShape" and n.output else None
         if r is not None and r[0] in _WEIGHTED and n.input and n.input[0] in init:
             shape = tuple(int(d) for d in numpy_helper.to_array(init[n.input[0]]))
-            g.initializer.append(numpy_helper.from_array(value(shape, r).astype(np.float32), n.output[0]))
+            g.initializer.append(numpy_helper.from_array(value(shape, r), n.output[0]))
             if mp.ir_version < 4:        # before IR 4 every initializer is also a graph input
                 g.input.append(helper.make_tensor_value_info(n.output[0], onnx.TensorProto.FLOAT, shape))
+            orphans.add(n.input[0])
         else:
             keep.append(n)
     del g.node[:]
     g.node.extend(keep)
+    # The shapes the replaced fills were made from: drop those nothing else reads.
+    orphans -= {i for n in g.node for i in n.input} | {o.name for o in g.output}
+    for field in (g.initializer, g.input):          # by index: no copy of the other tensors
+        for i in reversed([i for i, t in enumerate(field) if t.name in orphans]):
+            del field[i]
     return mp
 
 

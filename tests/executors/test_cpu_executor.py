@@ -56,6 +56,11 @@ LIGHT_CASES = [
     ("resnet50", branch_streams(2)),
     ("squeezenet", random_streams(3, 1)),
     ("shufflenet", random_streams(4, 2)),
+    ("inception_v2", branch_streams(4)),
+    ("densenet121", random_streams(3, 5)),
+    ("bvlc_alexnet", random_streams(2, 3)),
+    ("vgg19", random_streams(2, 4)),
+    ("zfnet512", random_streams(3, 6)),
 ]
 
 

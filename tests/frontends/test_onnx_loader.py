@@ -7,7 +7,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import pyge
-from pyge.frontends.onnx_proto import graph_to_model
+from pyge.frontends.onnx_loader import refine_types
+from pyge.frontends.onnx_proto import SHAPE_DATA_MAX, graph_to_model
 
 
 def _model(op="Relu", opset=17):
@@ -90,3 +91,47 @@ def test_round_trip_to_onnx_keeps_structure():
     mp = graph_to_model(g)
     onnx.checker.check_model(mp)
     assert [n.name for n in mp.graph.node] == ["n0"]
+
+
+def _big_weight_model() -> onnx.ModelProto:
+    """MatMul with a 96x128 weight (over the shape-data limit), then Reshape to a target
+    held in a small int64 initializer: inference needs the second's data, not the first's."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((96, 128)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "target"], ["y"], name="rs")]
+    g = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 96])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=[numpy_helper.from_array(w, "w"),
+                                       numpy_helper.from_array(np.array([4, 8, -1], np.int64), "target")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_inference_skips_large_weights_but_keeps_them():
+    mp = _big_weight_model()
+    assert 96 * 128 > SHAPE_DATA_MAX
+    before = mp.SerializeToString()
+    g = pyge.load_onnx(mp)
+    assert mp.SerializeToString() == before                   # the caller's proto is untouched
+    np.testing.assert_array_equal(g.initializers["w"].const, numpy_helper.to_array(mp.graph.initializer[0]))
+    shapes = {o.name: o.shape for n in g.nodes for o in n.outputs}
+    assert shapes["h"] == (2, 128) and shapes["y"] == (4, 8, 8)   # the Reshape target was read
+    m = pyge.compile(g)
+    x = np.random.default_rng(1).standard_normal((2, 96)).astype(np.float32)
+    w = numpy_helper.to_array(mp.graph.initializer[0])
+    np.testing.assert_allclose(m.run({"x": x})["y"], np.maximum(x @ w, 0).reshape(4, 8, 8), rtol=1e-5, atol=1e-5)
+
+
+def test_refine_types_without_weight_data():
+    """Re-inference after passes writes large weights as type and dims only."""
+    g = pyge.load_onnx(_big_weight_model())
+    slim = graph_to_model(g, weights="shapes")
+    tensors = {t.name: t for t in slim.graph.initializer}
+    assert not tensors["w"].raw_data and list(tensors["w"].dims) == [96, 128]
+    assert tensors["target"].raw_data                                  # shape data kept
+    for n in g.nodes:                                                  # forget, then re-infer
+        for o in n.outputs:
+            o.shape = None
+    refine_types(g)
+    assert {o.name: o.shape for n in g.nodes for o in n.outputs}["y"] == (4, 8, 8)

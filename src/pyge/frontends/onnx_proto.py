@@ -252,7 +252,8 @@ def _attr_proto(name: str, value: Any, weights: bool) -> AttributeProto:
     if isinstance(value, list) and value and isinstance(value[0], Graph):
         return helper.make_attribute(name, [graph_to_proto(x, weights=weights) for x in value])
     if isinstance(value, np.ndarray):
-        return helper.make_attribute(name, numpy_helper.from_array(value))
+        return helper.make_attribute(name, _tensor_proto("", value, weights) if weights == "shapes"
+                                     else numpy_helper.from_array(value))
     if isinstance(value, list) and value and isinstance(value[0], np.ndarray):
         return helper.make_attribute(name, [numpy_helper.from_array(x) for x in value])
     if isinstance(value, onnx.TypeProto):
@@ -270,7 +271,23 @@ def _attr_proto(name: str, value: Any, weights: bool) -> AttributeProto:
     return helper.make_attribute(name, value)
 
 
-def _tensor_proto(name: str, arr: np.ndarray, weights: bool) -> TensorProto:
+# weights="shapes" (for shape inference): data is kept only for tensors that can feed a shape
+# computation (data propagation reads Reshape targets, Slice bounds and the like); other
+# tensors keep name, type and dims, which is all inference needs of them.
+SHAPE_DATA_MAX = 4096
+
+
+def keeps_shape_data(dtype: np.dtype, size: int) -> bool:
+    return size <= SHAPE_DATA_MAX or (np.dtype(dtype).kind in "iu" and size <= 16 * SHAPE_DATA_MAX)
+
+
+def _tensor_proto(name: str, arr: np.ndarray, weights: bool | str) -> TensorProto:
+    if weights == "shapes" and arr.dtype != object and not keeps_shape_data(arr.dtype, arr.size):
+        tp = TensorProto()
+        tp.name = name
+        tp.data_type = dtype_to_onnx(str(arr.dtype))
+        tp.dims.extend(arr.shape)
+        return tp
     if not weights:
         # Structure-only dumps: keep name, type and shape, drop the data.
         tp = TensorProto()
