@@ -62,7 +62,11 @@ def infer_model(mp: onnx.ModelProto) -> onnx.ModelProto:
         size = 1
         for d in t.dims:
             size *= d
-        if not keeps_shape_data(helper.tensor_dtype_to_np_dtype(t.data_type), size):
+        try:
+            dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
+        except (KeyError, ValueError, TypeError):  # an undefined type: leave it to the loader
+            continue
+        if not keeps_shape_data(dtype, size):
             aside[t.name] = t.raw_data            # one copy out, one back in: ~0.1 s per GB
             t.ClearField("raw_data")
     out = mp
