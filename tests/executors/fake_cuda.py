@@ -126,6 +126,12 @@ class _Record:
         self.lo, self.hi, self.write, self.stream, self.clock, self.what = lo, hi, write, stream, clock, what
 
 
+def _storage_key(t: torch.Tensor) -> int | None:
+    if t.layout != torch.strided:
+        return None
+    return t.untyped_storage().data_ptr()
+
+
 def _span(t: torch.Tensor) -> tuple[int, int, int] | None:
     """(storage address, first byte, one past the last byte) a strided tensor covers."""
     if t.layout != torch.strided or t.numel() == 0:
@@ -196,6 +202,9 @@ class FakeCuda:
 
     def synchronize(self, device=None):
         self.log.append(("synchronize",))
+        if self.capturing is not None:           # CUDA refuses it (and orders nothing)
+            self.violations.append(f"capture {self.capturing}: synchronize() while capturing")
+            return
         everything: dict[str, int] = {}
         for s in self.all_streams:
             _join(everything, s.vc)
@@ -238,7 +247,9 @@ class FakeCuda:
         if self.capturing is None:
             return
         if source_capture == self.capturing:
-            stream.capture = self.capturing            # the stream joins the capture
+            if stream.capture != self.capturing:
+                stream.capture = self.capturing        # the stream joins the capture ...
+                stream.tick()                          # ... and must be joined back, work or not
         elif stream.capture == self.capturing:
             self.violations.append(f"capture {self.capturing}: {what} on stream {stream.name} "
                                    "depends on work outside the capture (isolation)")
@@ -329,9 +340,15 @@ class AccessMode(TorchDispatchMode):
                 continue                          # only aliased (a view's input): no access
             self.cuda.access(named[arg.name], write=alias is not None, what=what)
         outs = out if len(schema.returns) > 1 else (out,)
+        # A result is new memory unless it shares an input's storage: unsafe_split and
+        # _unsafe_view return views without saying so in their schema.
+        inputs = {_storage_key(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
         for ret, value in zip(schema.returns, outs):
-            if ret.alias_info is None:
-                self.cuda.access(value, write=True, what=what, fresh=True)
+            if ret.alias_info is not None:
+                continue
+            for t in tree_flatten(value)[0]:
+                if isinstance(t, torch.Tensor) and _storage_key(t) not in inputs:
+                    self.cuda.access(t, write=True, what=what, fresh=True)
         return out
 
 
