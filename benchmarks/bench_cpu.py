@@ -13,6 +13,7 @@ below 1 is faster.
     python benchmarks/bench_cpu.py                       # inception_v1, resnet50
     python benchmarks/bench_cpu.py --models all --rounds 5
     python benchmarks/bench_cpu.py --multi               # add pyge multi-stream and ORT parallel
+    python benchmarks/bench_cpu.py --random-weights      # real-size random weights, not constant fills
 """
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from light import child_env
+from light import child_env, write_random_weight_models
 
 ALL = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
        "squeezenet", "vgg19", "zfnet512"]
@@ -86,8 +88,8 @@ print(json.dumps(out))
 '''
 
 
-def _child(engine: str, names: list[str], calls: int, multi: bool) -> dict:
-    env = child_env()
+def _child(engine: str, names: list[str], calls: int, multi: bool, model_dir: str | None = None) -> dict:
+    env = child_env({"PYGE_BENCH_MODEL_DIR": model_dir} if model_dir else None)
     p = subprocess.run([sys.executable, "-c", CHILD, engine, ",".join(names), str(calls),
                         "1" if multi else "0"], env=env, capture_output=True, text=True, timeout=1800)
     if p.returncode:
@@ -102,17 +104,25 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=15, help="timed calls per configuration per child")
     ap.add_argument("--multi", action="store_true", help="also pyge multi-stream and ORT parallel")
     ap.add_argument("--json", help="write the rows as JSON here")
+    ap.add_argument("--random-weights", action="store_true",
+                    help="the models with random weights of their real size in place of the shipped "
+                         "constant fills (as a trained model file holds them)")
     a = ap.parse_args(argv)
     names = ALL if a.models == "all" else a.models.split(",")
     rounds: list[dict] = []
     rng = random.Random(0)
-    for r in range(a.rounds):
-        res = {}
-        engines = ["ort_seq", "pyge"] + (["ort_par"] if a.multi else [])
-        for engine in rng.sample(engines, len(engines)):
-            res.update({(engine, k): v for k, v in _child(engine, names, a.calls, a.multi).items()})
-        rounds.append(res)
-        print(f"round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = None
+        if a.random_weights:
+            write_random_weight_models(names, tmp)
+            model_dir = tmp
+        for r in range(a.rounds):
+            res = {}
+            engines = ["ort_seq", "pyge"] + (["ort_par"] if a.multi else [])
+            for engine in rng.sample(engines, len(engines)):
+                res.update({(engine, k): v for k, v in _child(engine, names, a.calls, a.multi, model_dir).items()})
+            rounds.append(res)
+            print(f"round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)
     rows = []
     for n in names:
         per = [{k: v for (e, m), d in x.items() if m == n for k, v in d.items()} for x in rounds]

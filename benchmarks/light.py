@@ -14,7 +14,10 @@ HERE = Path(__file__).resolve().parent
 
 
 def model_path(name: str) -> str:
-    return str(LIGHT_DIR / f"light_{name}.onnx")
+    """The light model's file; from $PYGE_BENCH_MODEL_DIR when a benchmark set one (models
+    with random weights, written by the parent process)."""
+    folder = os.environ.get("PYGE_BENCH_MODEL_DIR")
+    return str((Path(folder) if folder else LIGHT_DIR) / f"light_{name}.onnx")
 
 
 def random_feeds(path: str, seed: int = 0) -> dict[str, np.ndarray]:
@@ -26,6 +29,15 @@ def random_feeds(path: str, seed: int = 0) -> dict[str, np.ndarray]:
     return {v.name: rng.standard_normal([d.dim_value or 1 for d in v.type.tensor_type.shape.dim]
                                         ).astype(np.float32)
             for v in m.graph.input if v.name not in init}
+
+
+def write_random_weight_models(names: list[str], folder: str) -> None:
+    """The light models `names` with random weights of their real size
+    (pyge.testing.random_weights) as files in `folder`, for model_path to find there."""
+    from pyge.testing import light_path, random_weights
+    for name in names:
+        mp = random_weights(onnx.load(light_path(name)))
+        onnx.save(mp, str(Path(folder) / f"light_{name}.onnx"))
 
 
 def child_env(extra: dict | None = None) -> dict:
