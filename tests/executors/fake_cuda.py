@@ -17,9 +17,9 @@ Accesses: a TorchDispatchMode sees every ATen op the kernels run, with the curre
 an argument the op's schema marks as written (`Tensor(a!)`) is a write, any other tensor
 argument that is not merely aliased (a view's input) a read, a fresh result a write to new
 memory. Bytes are (storage, byte range), so two values at one planned arena offset collide
-even if no tensor is shared. A fresh result at an address the CPU allocator handed out
-before starts a new tenant there: reuse of freed memory is the allocator's business, and
-on CUDA its rule is checked separately:
+even if no tensor is shared. A storage's records go when it dies (a weak reference to it),
+and a fresh result starts a new tenant at its address: reuse of freed memory is the
+allocator's business, and on CUDA its rule is checked separately:
 
 - record_stream: a tensor allocated on one logical stream and read on another must have
   `record_stream(reader)` before that read (`cuda_memory.record_use`), or the caching
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from typing import Any, Iterable
 
 import torch
@@ -165,6 +166,8 @@ class FakeCuda:
         self._alloc: dict[int, tuple[str, set]] = {}       # storage address -> (stream, recorded)
         self._kept: set[int] = set()
         self._fresh: set[int] | None = None                # storages allocated during a capture
+        self._watched: dict[int, weakref.ref] = {}         # storage address -> its live storage
+        self._outer_records: dict | None = None            # the records set aside during a capture
 
     def _new_stream(self, name: str) -> FakeStream:
         s = FakeStream(self, name)
@@ -221,13 +224,14 @@ class FakeCuda:
         # Captured kernels run at each replay, not now: check them against one another in a
         # record set of their own, and keep what they touch for replay().
         outer, self._records, self._fresh = self._records, {}, set()
+        self._outer_records = outer
         try:
             yield
         finally:
             g.accesses = [(key, r.lo, r.hi, r.write) for key, rs in self._records.items() for r in rs]
             for key in self._fresh:                    # memory the capture allocated
                 outer.pop(key, None)
-            self._records, self._fresh = outer, None
+            self._records, self._fresh, self._outer_records = outer, None, None
             for s in self.all_streams:
                 if s.capture == cid and s is not stream and stream.vc.get(s.name, 0) < s.vc[s.name]:
                     self.violations.append(f"capture {cid}: stream {s.name} never joined back "
@@ -266,6 +270,7 @@ class FakeCuda:
         if span is None:
             return
         key, lo, hi = span
+        self._watch_storage(t.untyped_storage(), key)
         if fresh:
             self._records[key] = []
             if self._fresh is not None:
@@ -280,6 +285,26 @@ class FakeCuda:
                 self.violations.append(f"{what} on stream {stream.name} reads a tensor allocated on "
                                        f"stream {owner[0]} without record_stream({stream.name})")
         self._check(key, lo, hi, write, what, stream)
+
+    def _watch_storage(self, storage, key: int) -> None:
+        """Forget a storage's records when it dies. Tensors made outside the dispatcher
+        (torch.from_numpy, torch.tensor) may later take its address, and must not inherit
+        its accesses or its allocating stream. (Storage Python objects are preserved per
+        storage, so a weak reference to one lives exactly as long as the memory.)"""
+        w = self._watched.get(key)
+        if w is not None and w() is storage:
+            return
+        self._watched[key] = weakref.ref(storage, lambda ref, key=key: self._forget(key, ref))
+
+    def _forget(self, key: int, ref) -> None:
+        if self._watched.get(key) is not ref:
+            return                       # the address has a newer tenant already
+        del self._watched[key]
+        for records in (self._records, self._outer_records):
+            if records is not None:
+                records.pop(key, None)
+        self._alloc.pop(key, None)
+        self._kept.discard(key)
 
     def replay(self, g: FakeGraph) -> None:
         """A replay runs the captured work in the order of the current stream."""

@@ -225,3 +225,17 @@ def test_unjoined_capture_is_reported(fake):
     fake.ignore_joins_of = "s1"
     _run(fake, ex, random_feeds(single, 0))
     assert any("unjoined" in v for v in fake.violations), fake.violations
+
+
+def test_a_dead_storage_leaves_no_records():
+    """Its address may go to a tensor made outside the dispatcher (from_numpy), which must
+    not inherit the old tenant's accesses or allocating stream."""
+    fake = FakeCuda()
+    s1 = fake.Stream()
+    s1.wait_stream(fake.caller)
+    with fake.stream(s1), AccessMode(fake):
+        t = torch.ones(1024) * 2.0              # allocated and written on s1
+    key = t.untyped_storage().data_ptr()
+    assert key in fake._alloc and fake._records[key]
+    del t
+    assert key not in fake._alloc and key not in fake._records
