@@ -86,3 +86,26 @@ def test_light_models_are_capturable(name):
     model = cached_light_model(name)
     assert graph_blocker(model.plan) is None
     assert _host_reads(model) == []
+
+
+@pytest.mark.parametrize("training", [None, False])
+def test_inference_dropout_reads_nothing_on_the_host(training):
+    """Opset 12+ Dropout takes ratio and training_mode as inputs; in inference (no
+    training_mode, or a constant false) the kernel must not read the ratio (a device value)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(np.array(0.3, np.float32), "ratio")]
+    ins = ["x", "ratio"]
+    if training is not None:
+        inits.append(numpy_helper.from_array(np.array(training), "training"))
+        ins.append("training")
+    g = helper.make_graph([helper.make_node("Dropout", ins, ["y"], name="drop")], "d",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                          initializer=inits)
+    model = pyge.compile(pyge.load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])),
+                         "cpu", {"ge.exec.enableFusion": "false"})
+    assert [n.op_type for n in model.plan.nodes] == ["Dropout"]
+    assert _host_reads(model) == []
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(model.run({"x": x})["y"], x)

@@ -241,14 +241,22 @@ def dropout(ctx):
     ratio_attr = ctx.attr("ratio", 0.5)
     train_attr = ctx.opset < 7 and not ctx.attr("is_test", 0)
     inputs_form = ctx.opset >= 12  # ratio and training_mode became inputs
+    # Inference (training_mode absent, or a constant false) never reads the ratio: no host
+    # read of a device value, which a CUDA graph capture would refuse.
+    const_training = ctx.const_input(2) if inputs_form and ctx.has_input(2) else None
+    inference = inputs_form and (not ctx.has_input(2) or (
+        const_training is not None and np.asarray(const_training).size > 0
+        and not bool(np.asarray(const_training).reshape(-1)[0])))
 
     def fn(xs):
         x = xs[0]
         training = train_attr
         ratio = ratio_attr
-        if inputs_form:
-            ratio = scalar(xs[1]) if len(xs) > 1 and xs[1] is not None else 0.5
+        if inference:
+            training = False
+        elif inputs_form:
             training = len(xs) > 2 and xs[2] is not None and bool(scalar(xs[2]))
+            ratio = scalar(xs[1]) if training and len(xs) > 1 and xs[1] is not None else 0.5
         if not training or ratio == 0:
             if n_out == 1:
                 return [x]
