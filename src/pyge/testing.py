@@ -67,9 +67,13 @@ def random_weights(mp: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
         x *= np.float32(std)
         return x
 
+    def float32_fill(n: onnx.NodeProto) -> bool:
+        """A ConstantOfShape making float32 (its 'value' attribute's type; float32 without one)."""
+        return all(a.t.data_type == onnx.TensorProto.FLOAT for a in n.attribute if a.name == "value")
+
     keep, orphans = [], set()
     for n in g.node:
-        r = role(n.output[0]) if n.op_type == "ConstantOfShape" and n.output else None
+        r = role(n.output[0]) if n.op_type == "ConstantOfShape" and n.output and float32_fill(n) else None
         if r is not None and r[0] in _WEIGHTED and n.input and n.input[0] in init:
             shape = tuple(int(d) for d in numpy_helper.to_array(init[n.input[0]]))
             g.initializer.append(numpy_helper.from_array(value(shape, r), n.output[0]))

@@ -42,8 +42,8 @@ import torch
 
 from ..errors import ExecutionError, OptionError, PygeError
 from ..ir.graph import Graph
-from ..options import parse_options
 from ..kernels.runtime import to_torch
+from ..options import parse_options
 from ..plan.plan import LAUNCH, RECORD, Plan
 from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device, merged_steps,
                    node_descriptions, outputs_to_numpy, stream_tables)
