@@ -8,12 +8,18 @@ trained model file. Each round runs every step once, in a fresh random order; me
 the rounds.
 
     python benchmarks/bench_load.py [--rounds 3] [--models vgg19,bvlc_alexnet,resnet50,inception_v1]
+    python benchmarks/bench_load.py --memory     # resident memory of each engine, in a child each
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import onnx
@@ -54,11 +60,66 @@ def steps(mp: onnx.ModelProto, data: bytes) -> dict:
             "onnxruntime session": ort_session}
 
 
+MEMORY_CHILD = r"""
+import json, sys
+import numpy as np
+import onnx
+def rss_mb():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS")) / 1024
+engine, path = sys.argv[1], sys.argv[2]
+mp = onnx.load(path, load_external_data=False)
+init = {t.name for t in mp.graph.initializer}
+rng = np.random.default_rng(0)
+feeds = {v.name: rng.standard_normal([d.dim_value or 1 for d in v.type.tensor_type.shape.dim]).astype(np.float32)
+         for v in mp.graph.input if v.name not in init}
+del mp
+if engine == "pyge":
+    import pyge
+    base = rss_mb()
+    m = pyge.compile(pyge.load_onnx(path), "cpu")
+    run = lambda: m.run(feeds)
+else:
+    import onnxruntime as ort
+    base = rss_mb()
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    run = lambda: s.run(None, feeds)
+loaded = rss_mb()
+run(); run()
+print(json.dumps({"loaded": loaded - base, "after_runs": rss_mb() - base}))
+"""
+
+
+def memory(names: list[str]) -> None:
+    """Resident memory each engine adds (after its import) to load the model and run it twice."""
+    print("MB of resident memory added after the engine's import: loaded / after two runs")
+    print(f"{'model':<14}{'MB':>7}{'pyge':>18}{'onnxruntime':>18}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            path = os.path.join(tmp, f"{name}.onnx")
+            onnx.save(random_weights(onnx.load(light_path(name))), path)
+            cells = []
+            for engine in ("pyge", "ort"):
+                p = subprocess.run([sys.executable, "-c", MEMORY_CHILD, engine, path], capture_output=True,
+                                   text=True, timeout=600)
+                if p.returncode:
+                    raise SystemExit(f"{engine} child failed:\n{p.stderr[-2000:]}")
+                r = json.loads(p.stdout.strip().splitlines()[-1])
+                cells.append(f"{r['loaded']:.0f} / {r['after_runs']:.0f}")
+            print(f"{name:<14}{os.path.getsize(path) / 2**20:>7.0f}" + "".join(f"{c:>18}" for c in cells), flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default="vgg19,bvlc_alexnet,resnet50,inception_v1")
+    ap.add_argument("--memory", action="store_true", help="resident memory instead of time")
     a = ap.parse_args(argv)
+    if a.memory:
+        memory(a.models.split(","))
+        return 0
     rng = random.Random(0)
     print(f"seconds, median of {a.rounds} rounds (each step once per round, random order)")
     header = None

@@ -135,3 +135,14 @@ def test_refine_types_without_weight_data():
             o.shape = None
     refine_types(g)
     assert {o.name: o.shape for n in g.nodes for o in n.outputs}["y"] == (4, 8, 8)
+
+
+def test_weights_are_held_once():
+    """The executor's constants share memory with the graph's initializers (a read-only array
+    from onnx's to_array would make torch copy every weight and keep both)."""
+    m = pyge.compile(pyge.load_onnx(_big_weight_model()), "cpu")
+    consts = m.executor.consts
+    assert consts
+    for vi, t in consts.items():
+        arr = m.graph.initializers[m.plan.values[vi].name].const
+        assert arr.flags.writeable and t.data_ptr() == arr.ctypes.data

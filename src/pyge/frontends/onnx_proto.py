@@ -154,6 +154,11 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
             arr = numpy_helper.to_array(tp)
         except Exception as err:  # noqa: BLE001
             raise ModelLoadError(f"initializer {tp.name!r} cannot be read: {err}") from err
+        if not arr.flags.writeable and arr.dtype != object:
+            # to_array views a bytes copy of raw_data (read-only), and torch.from_numpy cannot
+            # share a read-only array: the executors would copy every weight once more and
+            # keep both. One writable copy here, the bytes freed with the view.
+            arr = arr.copy()
         v = g.add_initializer(tp.name, arr)
         scope[tp.name] = v
         init_names.add(tp.name)
