@@ -214,3 +214,35 @@ def test_matmul_packed_weight_and_fallbacks(linear_spy):
                      device="cpu")                               # weight fed at run time
     np.testing.assert_allclose(m.run({"a": a3, "w": w})["y"], a3 @ w, rtol=1e-5, atol=1e-5)
     assert spy.calls == 5
+
+
+class _CountingConvPacks:
+    def __init__(self, real):
+        self.real, self.packs = real, 0
+
+    def _reorder_convolution_weight(self, *a):
+        self.packs += 1
+        return self.real._reorder_convolution_weight(*a)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_conv_weight_packed_once_across_batch_sizes(monkeypatch):
+    from pyge.kernels import nn_conv
+    if not nn_conv._PACKED_OK:
+        pytest.skip("this torch has no packed oneDNN convolution")
+    spy = _CountingConvPacks(nn_conv._MKLDNN)
+    monkeypatch.setattr(nn_conv, "_MKLDNN", spy)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "c",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 10, 10])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [onnx.numpy_helper.from_array(w, "w")])
+    m = pyge.compile(pyge.load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])), "cpu")
+    for n in (1, 8, 1, 3, 8):
+        x = rng.standard_normal((n, 4, 10, 10)).astype(np.float32)
+        want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
+        np.testing.assert_allclose(m.run({"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+    assert spy.packs == 1

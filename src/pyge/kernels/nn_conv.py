@@ -125,9 +125,11 @@ def _conv_factory(ctx, activation: str | None = None, params=()):
             x = x[sub]
         if packed is not None and post is not None and x.ndim == 4 and x.dtype == torch.float32 \
                 and w.dtype == torch.float32 and not w.requires_grad:
-            key = tuple(x.shape)
-            wp = packed.get((w,), key, lambda: _MKLDNN._reorder_convolution_weight(
-                w, sym, s, d, a.group, list(key)))
+            # Packed for the first input's shape; another batch size reuses it (oneDNN takes
+            # it at the same speed), so serving mixed batches does not repack every call.
+            shape = list(x.shape)
+            wp = packed.get((w,), tuple(shape[1:]), lambda: _MKLDNN._reorder_convolution_weight(
+                w, sym, s, d, a.group, shape))
             # The result is channels-last; ReLU/BN/Add/pooling keep that layout, so the
             # next convolution needs no activation reorder either.
             if z is None:
