@@ -20,6 +20,7 @@ import torch
 import pyge
 from pyge.executors import base as base_mod
 from pyge.executors import cuda as cuda_mod
+from pyge.testing import with_intermediates
 
 from .fake_cuda import AccessMode, FakeCuda, FakeGraph, TorchProxy
 from .helpers import random_feeds, random_graph, random_streams, replan
@@ -239,3 +240,37 @@ def test_a_dead_storage_leaves_no_records():
     assert key in fake._alloc and fake._records[key]
     del t
     assert key not in fake._alloc and key not in fake._records
+
+
+@pytest.fixture(scope="module")
+def googlenet_cuda_plan():
+    """googlenet (benchmarks/tv_nets.py), compiled for cuda with the candidate CUDA default:
+    the plan gpu_bench would run as pyge_default."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import tv_nets
+    from pyge.passes.policies.defaults import CUDA_CANDIDATE
+    module, size = tv_nets.build("googlenet")
+    module.eval()
+    x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0))
+    graph = with_intermediates(pyge.from_torch(module, (x,)))
+    multi = pyge.compile(graph, "cuda", dict(CUDA_CANDIDATE))
+    single = pyge.compile(graph, "cpu", {"ge.enableSingleStream": "true"})
+    return single, multi
+
+
+@pytest.mark.parametrize("memory", ["pool", "arena"])
+def test_the_candidate_cuda_plan_of_googlenet_is_race_free(fake, googlenet_cuda_plan, memory):
+    single, multi = googlenet_cuda_plan
+    assert multi.num_streams > 1 and multi.plan.events
+    ex = cuda_mod.CudaExecutor(multi.graph, multi.plan, "cuda", multi.options, memory=memory)
+    feeds = random_feeds(single, 0)
+    got = _run(fake, ex, feeds)                    # warm-up, capture, replay
+    assert ex.mode == "graph" and ex.capture_error is None
+    want = single.run(feeds)
+    assert len(want) > 10                          # intermediates too
+    for key in want:
+        scale = max(float(np.abs(want[key]).max()), 1e-12)
+        assert float(np.abs(got[key] - want[key]).max()) <= 1e-4 * scale, key
+    assert fake.violations == []
