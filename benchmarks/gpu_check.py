@@ -36,7 +36,7 @@ import torch
 import pyge
 from pyge.model import CompiledModel
 from pyge.replan import branch_streams, replan
-from pyge.testing import LIGHT_MODELS, light_path, random_weights, with_intermediates
+from pyge.testing import LIGHT_MODELS, light_path, random_weights, relative_errors, with_intermediates
 
 LIGHT = list(LIGHT_MODELS)
 QUICK = ["inception_v1", "squeezenet"]
@@ -148,11 +148,7 @@ def _np(x) -> np.ndarray:
 
 
 def rel_err(got: dict, want: dict) -> float:
-    worst = 0.0
-    for k, w in want.items():
-        a, b = _np(got[k]), _np(w)
-        worst = max(worst, float(np.abs(a - b).max() / max(float(np.abs(b).max()), 1e-12)))
-    return worst
+    return max(relative_errors(got, want).values(), default=0.0)
 
 
 def timed(fns: dict, reps: int, device: str) -> dict[str, float]:
@@ -354,7 +350,7 @@ def sensitivity() -> int:
     for name, make in graphs:
         m = pyge.compile(with_intermediates(make()), "cpu", {"ge.enableSingleStream": "true"})
         a, b = m.run(make_feeds(m, 0, "cpu")), m.run(make_feeds(m, 1, "cpu"))
-        d = sorted(rel_err({k: a[k]}, {k: b[k]}) for k in b)
+        d = sorted(relative_errors(a, b).values())
         say(f"{name:13s} {len(d):7d} {d[0]:9.1e} {d[len(d) // 2]:9.1e} {d[-1]:9.1e}")
     return 0
 

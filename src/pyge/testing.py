@@ -103,3 +103,18 @@ def with_intermediates(graph: Graph, count: int = 16) -> Graph:
     step = max(1, len(picked) // count)
     graph.outputs.extend(v for v in picked[step - 1::step] if v not in graph.outputs)
     return graph
+
+
+def relative_errors(got: dict, want: dict) -> dict[str, float]:
+    """max |got - want| / max |want| for each output of `want` (numpy arrays or tensors, on
+    any device): an error relative to each output's own scale, so one tolerance serves a
+    softmax and a pre-activation alike."""
+    def host(x) -> np.ndarray:
+        if hasattr(x, "detach"):                       # a torch tensor, possibly on a GPU
+            x = x.detach().float().cpu().numpy()
+        return np.asarray(x, dtype=np.float64)
+    out = {}
+    for name, w in want.items():
+        a, b = host(got[name]), host(w)
+        out[name] = float(np.abs(a - b).max() / max(float(np.abs(b).max()), 1e-12)) if b.size else 0.0
+    return out

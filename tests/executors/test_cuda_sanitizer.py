@@ -20,10 +20,10 @@ import torch
 import pyge
 from pyge.executors import base as base_mod
 from pyge.executors import cuda as cuda_mod
-from pyge.testing import with_intermediates
+from pyge.testing import relative_errors, with_intermediates
 
 from .fake_cuda import AccessMode, FakeCuda, FakeGraph, TorchProxy
-from .helpers import random_feeds, random_graph, random_streams, replan
+from .helpers import cached_light_model, random_feeds, random_graph, random_streams, replan
 
 
 @pytest.fixture
@@ -121,7 +121,6 @@ LIGHT_CASES = [("squeezenet", 3, "arena", False), ("inception_v1", 4, "arena", T
 
 @pytest.mark.parametrize("name,k,memory,graph", LIGHT_CASES)
 def test_light_models_are_race_free(fake, name, k, memory, graph):
-    from .helpers import cached_light_model
     single = cached_light_model(name, random=True)
     multi = replan(single, random_streams(k, 7), device="cpu",
                    options={"pyge.cudaGraph": "true" if graph else "false"})
@@ -130,10 +129,8 @@ def test_light_models_are_race_free(fake, name, k, memory, graph):
     feeds = random_feeds(single, 0)
     got = _run(fake, ex, feeds)
     assert ex.mode == ("graph" if graph else "eager") and ex.capture_error is None
-    want = single.run(feeds)
-    for key in want:
-        scale = max(float(np.abs(want[key]).max()), 1e-12)
-        assert float(np.abs(got[key] - want[key]).max()) <= 1e-4 * scale, key
+    errs = relative_errors(got, single.run(feeds))
+    assert max(errs.values()) <= 1e-4, errs
     assert fake.violations == []
 
 
@@ -268,9 +265,6 @@ def test_the_candidate_cuda_plan_of_googlenet_is_race_free(fake, googlenet_cuda_
     feeds = random_feeds(single, 0)
     got = _run(fake, ex, feeds)                    # warm-up, capture, replay
     assert ex.mode == "graph" and ex.capture_error is None
-    want = single.run(feeds)
-    assert len(want) > 10                          # intermediates too
-    for key in want:
-        scale = max(float(np.abs(want[key]).max()), 1e-12)
-        assert float(np.abs(got[key] - want[key]).max()) <= 1e-4 * scale, key
+    errs = relative_errors(got, single.run(feeds))
+    assert len(errs) > 10 and max(errs.values()) <= 1e-4, errs     # intermediates too
     assert fake.violations == []
