@@ -165,7 +165,6 @@ class FakeCuda:
         self._records: dict[int, list[_Record]] = {}       # storage address -> accesses
         self._alloc: dict[int, tuple[str, set]] = {}       # storage address -> (stream, recorded)
         self._kept: set[int] = set()
-        self._fresh: set[int] | None = None                # storages allocated during a capture
         self._watched: dict[int, weakref.ref] = {}         # storage address -> its live storage
         self._outer_records: dict | None = None            # the records set aside during a capture
 
@@ -223,15 +222,15 @@ class FakeCuda:
         stream.capture = cid
         # Captured kernels run at each replay, not now: check them against one another in a
         # record set of their own, and keep what they touch for replay().
-        outer, self._records, self._fresh = self._records, {}, set()
+        # (Memory the capture allocates was free before it, so the storage it held earlier
+        # died and took its records out of the outer set: see _forget.)
+        outer, self._records = self._records, {}
         self._outer_records = outer
         try:
             yield
         finally:
             g.accesses = [(key, r.lo, r.hi, r.write) for key, rs in self._records.items() for r in rs]
-            for key in self._fresh:                    # memory the capture allocated
-                outer.pop(key, None)
-            self._records, self._fresh, self._outer_records = outer, None, None
+            self._records, self._outer_records = outer, None
             for s in self.all_streams:
                 if s.capture == cid and s is not stream and stream.vc.get(s.name, 0) < s.vc[s.name]:
                     self.violations.append(f"capture {cid}: stream {s.name} never joined back "
@@ -272,11 +271,7 @@ class FakeCuda:
         key, lo, hi = span
         self._watch_storage(t.untyped_storage(), key)
         if fresh:
-            self._records[key] = []
-            if self._fresh is not None:
-                self._fresh.add(key)
             self._alloc[key] = (stream.name, set())
-            self._kept.discard(key)
         else:
             self.check_in_capture(stream, what)
             owner = self._alloc.get(key)
@@ -331,16 +326,15 @@ class FakeCuda:
     def record_stream(self, x: Any, stream: FakeStream) -> None:
         """cuda_memory.record_use, on the fake."""
         for t in tree_flatten(x)[0]:
-            if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.numel() > 0:
-                owner = self._alloc.get(t.untyped_storage().data_ptr())
-                if owner is not None:
-                    owner[1].add(stream.name)
+            owner = self._alloc.get(_storage_key(t)) if isinstance(t, torch.Tensor) else None
+            if owner is not None:
+                owner[1].add(stream.name)
 
     def keep_alive(self, tensors: Iterable[Any]) -> None:
         """Tensors that are never freed (a captured graph's static outputs)."""
         for t in tree_flatten(list(tensors))[0]:
-            if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.numel() > 0:
-                self._kept.add(t.untyped_storage().data_ptr())
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                self._kept.add(_storage_key(t))
 
 
 class AccessMode(TorchDispatchMode):
