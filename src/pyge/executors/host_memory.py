@@ -3,10 +3,8 @@
 Every CPU run allocates its intermediates afresh (torch has no caching allocator on the CPU)
 and frees them at their release points. glibc serves blocks above its mmap threshold with
 mmap and returns freed heap tops above its trim threshold to the kernel, so the next run
-touches new pages and pays a page fault per 4 KiB (timed once per kernel on shufflenet: the
-1.4 MB output of its first grouped convolution took 500 us instead of 130, and the channel
-shuffle after it 405 instead of 53; `bench_omp_wait.py`'s "malloc left alone" row times whole
-models). Raising both thresholds keeps those pages in the process for the next run,
+touches new pages and pays a page fault per 4 KiB (`bench_omp_wait.py`'s "malloc left alone"
+row times whole models without this). Raising both thresholds keeps those pages in the process for the next run,
 which is what onnxruntime's arena and PyTorch's advice (jemalloc / tcmalloc for CPU inference)
 achieve in their own ways. The price is resident memory: freed memory below 32 MiB blocks stays
 with the process instead of going back to the system.

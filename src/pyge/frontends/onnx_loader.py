@@ -47,9 +47,9 @@ def _read_model(path: str | os.PathLike) -> onnx.ModelProto:
 def infer_model(mp: onnx.ModelProto) -> onnx.ModelProto:
     """ONNX type and shape inference where the model allows it (data propagation on).
 
-    Inference serialises the whole model and parses it again in C++, weights included: 3.4 s
-    for a 550 MB vgg19, for nothing, since only tensors that can feed a shape computation are
-    read (onnx_proto.keeps_shape_data). The other root-graph initializers' raw data is set
+    Inference serialises the whole model and parses it again in C++, weights included
+    (benchmarks/bench_load.py times it), for nothing: only tensors that can feed a shape
+    computation are read (onnx_proto.keeps_shape_data). The other root-graph initializers' raw data is set
     aside during inference and put into the model returned; `mp` itself is left without it
     (load_onnx's own copy, not used afterwards).
     """

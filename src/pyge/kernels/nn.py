@@ -243,10 +243,9 @@ def dropout(ctx):
     inputs_form = ctx.opset >= 12  # ratio and training_mode became inputs
     # Inference (training_mode absent, or a constant false) never reads the ratio: no host
     # read of a device value, which a CUDA graph capture would refuse.
-    const_training = ctx.const_input(2) if inputs_form and ctx.has_input(2) else None
+    training_const = ctx.const_input(2) if inputs_form else None
     inference = inputs_form and (not ctx.has_input(2) or (
-        const_training is not None and np.asarray(const_training).size > 0
-        and not bool(np.asarray(const_training).reshape(-1)[0])))
+        training_const is not None and training_const.size > 0 and not training_const.reshape(-1)[0]))
 
     def fn(xs):
         x = xs[0]

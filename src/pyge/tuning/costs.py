@@ -169,11 +169,11 @@ def _run_hooked_cpu(model, feeds, runs: int, warmup: int) -> dict[str, float]:
 
 def _run_hooked_cuda(model, feeds, runs: int, warmup: int) -> dict[str, float]:
     import torch
+
+    from ..kernels.runtime import to_torch
     # Feeds on the device first: copying a numpy feed from pageable memory inside run()
     # would wait for the sleep kernel below, and the events would then time launch gaps.
-    feeds = {k: (torch.from_numpy(np.array(v, order="C", copy=True)).to(model.device)
-                 if isinstance(v, np.ndarray) and v.dtype.kind in "fiub" else v)
-             for k, v in feeds.items()}
+    feeds = {k: to_torch(v, model.device) for k, v in feeds.items()}
     for _ in range(warmup):
         model.run(feeds)
     torch.cuda.synchronize()
