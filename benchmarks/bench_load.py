@@ -26,6 +26,7 @@ import onnx
 import onnxruntime as ort
 
 import pyge
+from light import child_env
 from pyge.frontends import onnx_proto
 from pyge.testing import light_path, random_weights
 
@@ -62,18 +63,12 @@ def steps(mp: onnx.ModelProto, data: bytes) -> dict:
 
 MEMORY_CHILD = r"""
 import json, sys
-import numpy as np
-import onnx
+from light import random_feeds
 def rss_mb():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmRSS")) / 1024
 engine, path = sys.argv[1], sys.argv[2]
-mp = onnx.load(path, load_external_data=False)
-init = {t.name for t in mp.graph.initializer}
-rng = np.random.default_rng(0)
-feeds = {v.name: rng.standard_normal([d.dim_value or 1 for d in v.type.tensor_type.shape.dim]).astype(np.float32)
-         for v in mp.graph.input if v.name not in init}
-del mp
+feeds = random_feeds(path)
 if engine == "pyge":
     import pyge
     base = rss_mb()
@@ -103,7 +98,7 @@ def memory(names: list[str]) -> None:
             cells = []
             for engine in ("pyge", "ort"):
                 p = subprocess.run([sys.executable, "-c", MEMORY_CHILD, engine, path], capture_output=True,
-                                   text=True, timeout=600)
+                                   text=True, timeout=600, env=child_env())
                 if p.returncode:
                     raise SystemExit(f"{engine} child failed:\n{p.stderr[-2000:]}")
                 r = json.loads(p.stdout.strip().splitlines()[-1])
