@@ -20,9 +20,10 @@ OUT=${OUT:-./out}
 mkdir -p "$OUT/check" "$OUT/bench"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 LOG="$OUT/session.txt"
+failed=""        # the steps that exited non-zero: the script's own status says whether all passed
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | tee "$LOG"
 if python3 -c "import pytest" 2>/dev/null; then
-  timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/executors/test_cuda.py tests/profiling/test_cuda_profile.py 2>&1 | tee -a "$LOG" | tail -30
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/executors/test_cuda.py tests/profiling/test_cuda_profile.py 2>&1 | tee -a "$LOG" | tail -30 || failed+=" tests"
 else
   echo "pytest is not installed on this machine: gpu-marked tests not run" | tee -a "$LOG"
 fi
@@ -34,12 +35,13 @@ keep() {
   if [ -f "$dir/$name.json" ]; then mv "$dir/$name.json" "$OUT/"; rm -f "$dir/$name.partial.json"
   elif [ -f "$dir/$name.partial.json" ]; then mv "$dir/$name.partial.json" "$OUT/"; fi
 }
-timeout 140 python3 benchmarks/gpu_check.py --budget 110 --out "$OUT/check" ${PYGE_SESSION_ARGS:-} 2>&1 | tee -a "$LOG" | tail -40
+timeout 140 python3 benchmarks/gpu_check.py --budget 110 --out "$OUT/check" ${PYGE_SESSION_ARGS:-} 2>&1 | tee -a "$LOG" | tail -40 || failed+=" gpu_check"
 keep "$OUT/check" gpu_check
-timeout 300 python3 benchmarks/gpu_bench.py --budget-s 270 --out "$OUT/bench" ${PYGE_SESSION_ARGS:-} 2>&1 | tee -a "$LOG" | tail -40
+timeout 300 python3 benchmarks/gpu_bench.py --budget-s 270 --out "$OUT/bench" ${PYGE_SESSION_ARGS:-} 2>&1 | tee -a "$LOG" | tail -40 || failed+=" gpu_bench"
 keep "$OUT/bench" gpu_bench
 if [ -n "$(ls -A "$OUT/bench" "$OUT/check" 2>/dev/null)" ]; then
   tar -czf "$OUT/gpu_bench_extra.tar.gz" -C "$OUT" bench check
 fi
 rm -rf "$OUT/bench" "$OUT/check"
 ls -la "$OUT"
+if [ -n "$failed" ]; then echo "failed:$failed" | tee -a "$LOG"; exit 1; fi
