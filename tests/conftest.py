@@ -8,11 +8,6 @@ import onnx
 import pytest
 
 ONNX_DATA = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data"
-LIGHT_MODELS = sorted(p.stem.replace("light_", "") for p in (ONNX_DATA / "light").glob("light_*.onnx"))
-
-
-def light_model_path(name: str) -> Path:
-    return ONNX_DATA / "light" / f"light_{name}.onnx"
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import onnx
 import pytest
 
 import pyge
-from pyge.testing import LIGHT_MODELS, light_path, random_weights, relative_errors, with_intermediates
+from pyge.testing import light_path, random_weights, relative_errors, with_intermediates
 
 
 def _outputs(mp: onnx.ModelProto, seed: int) -> dict:
@@ -34,8 +34,3 @@ def test_random_weights_make_outputs_depend_on_the_input(name):
     ra, rb = _outputs(rand, 0), _outputs(rand, 1)
     assert len(ra) > 10                               # the intermediates came out too
     assert max(relative_errors(ra, rb).values()) > 1e-2
-
-
-def test_light_model_list_matches_the_onnx_wheel():
-    shipped = {f[6:-5] for f in os.listdir(os.path.dirname(light_path("x"))) if f.startswith("light_")}
-    assert set(LIGHT_MODELS) <= shipped

@@ -9,7 +9,6 @@ they call F.conv*, which does not sync.)
 """
 from __future__ import annotations
 
-import os
 import threading
 
 import pytest
@@ -18,11 +17,10 @@ import torch
 import pyge
 from pyge.executors.cuda_memory import graph_blocker
 from pyge.executors.sequential import SequentialExecutor
-from pyge.testing import LIGHT_DIR
+from pyge.testing import LIGHT_MODELS
 
 from .helpers import cached_light_model, random_feeds
 
-LIGHT_MODELS = sorted(f[6:-5] for f in os.listdir(LIGHT_DIR) if f.startswith("light_") and f.endswith(".onnx"))
 
 _SYNCS = ("item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__array__")
 

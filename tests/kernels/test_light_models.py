@@ -30,9 +30,9 @@ from onnx import numpy_helper
 
 from pyge.frontends import load_onnx
 from pyge.kernels.runtime import compile_reference, to_numpy, to_torch
+from pyge.testing import LIGHT_DIR, LIGHT_MODELS
 
-LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
-NAMES = sorted(f[len("light_"):-len(".onnx")] for f in os.listdir(LIGHT) if f.endswith(".onnx"))
+LIGHT, NAMES = LIGHT_DIR, LIGHT_MODELS
 RTOL, ATOL = 1e-3, 1e-7
 REL_INTERMEDIATE = 1e-4
 N_INTERMEDIATE = 24

@@ -21,6 +21,7 @@ from pyge.passes.memory import RATIO, is_planned, plan_memory, value_readers
 from pyge.passes.memory_check import memory_problems
 from pyge.passes.memory_order import HappensBefore
 from pyge.passes.verify import verify_plan
+from pyge.testing import LIGHT_MODELS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from executors.helpers import (branch_streams, cached_light_model, compile_with_streams,  # noqa: E402
@@ -183,15 +184,13 @@ def test_plan_memory_is_idempotent():
 
 # -- light models: multi-stream peak vs single-stream peak ---------------------------------
 
-LIGHT = ["inception_v1", "inception_v2", "resnet50", "squeezenet", "shufflenet", "densenet121",
-         "bvlc_alexnet", "vgg19", "zfnet512"]
 
 
 def memory_events(plan):
     return [e for e in plan.events if e.reason == "memory"]
 
 
-@pytest.mark.parametrize("name", LIGHT)
+@pytest.mark.parametrize("name", LIGHT_MODELS)
 def test_light_multi_stream_peak_within_15_percent(name):
     single = cached_light_model(name)
     for assign in (branch_streams(2), branch_streams(4)):

@@ -3,25 +3,17 @@ kernels for all their ops exist)."""
 from __future__ import annotations
 
 import functools
-import os
-from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 
 import pyge
 from pyge.ir.clone import clone_graph
 from pyge.passes.engines import assign_engines
 from pyge.passes.streams import allocate_streams
+from pyge.testing import LIGHT_MODELS, light_path
 
 AUTO = "ge.autoMultistreamParallelMode"
-LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
-LIGHT_MODELS = sorted(p.stem.replace("light_", "") for p in LIGHT.glob("light_*.onnx"))
-
-
-def light_model_path(name: str) -> Path:
-    return LIGHT / f"light_{name}.onnx"
 
 
 def _fold_weights(g) -> None:
@@ -42,7 +34,7 @@ def _fold_weights(g) -> None:
 
 @functools.lru_cache(maxsize=None)
 def _model(name: str):
-    g = pyge.load_onnx(light_model_path(name))
+    g = pyge.load_onnx(light_path(name))
     _fold_weights(g)
     return g
 
@@ -102,7 +94,7 @@ def test_parallel_num_spreads_inception_too():
 def test_compiled_multi_stream_matches_single_stream():
     # (squeezenet is not used here: its constant weights give logits so large that the
     # softmax turns float rounding differences between thread counts into 0.1 differences)
-    g = pyge.load_onnx(light_model_path("inception_v1"))
+    g = pyge.load_onnx(light_path("inception_v1"))
     try:
         multi = pyge.compile(g, options={AUTO: "LoadBalance:4"})
     except pyge.UnsupportedOperatorError as err:
