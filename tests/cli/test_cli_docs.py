@@ -1,6 +1,7 @@
 """The documentation says what the code does: every option documented, the tutorial runs."""
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -23,22 +24,28 @@ def test_tutorial_code_runs_and_shows_what_it_says(tmp_path, monkeypatch):
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) >= 5
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DUMP_GE_GRAPH", "2")
+    monkeypatch.delenv("DUMP_GE_GRAPH", raising=False)
     monkeypatch.setenv("DUMP_GRAPH_PATH", str(tmp_path / "dumps"))
     monkeypatch.delenv("DUMP_GRAPH_LEVEL", raising=False)
+    import pyge.dumps
+    monkeypatch.setattr(pyge.dumps, "_seq", itertools.count())   # as in a fresh process
     scope: dict = {}
     with pyge.custom_passes_scope():
         for code in blocks:
+            if "graph_id=2" in code:              # step 4 switches the dumps on, as the text says
+                monkeypatch.setenv("DUMP_GE_GRAPH", "2")
             exec(compile(code, "docs/tutorial.md", "exec"), scope)  # noqa: S102 - our own docs
+            if "graph_id=2" in code:
+                names = sorted(p.name for p in (tmp_path / "dumps").iterdir())
     after = scope["after"]
     assert after.stream_of("Abs_1") == 1 and after.streams == [["Relu_1", "Add_1"], ["Abs_1"]]
     assert [str(e) for e in after.events] == ["e0: Abs_1@s1 -> Add_1@s0"]
-    names = sorted(p.name for p in (tmp_path / "dumps").iterdir())
     for suffix in ("_graph_2_RunCustomPass_BeforeAssignLogicStreamSplitAbs.pbtxt",
                    "_graph_2_RunCustomPass_AfterAssignLogicStreamSplitAbs.pbtxt",
                    "_graph_2_PreRunAfterBuild.pbtxt"):
         assert any(n.endswith(suffix) for n in names), (suffix, names)
         assert suffix in text                     # the tutorial names the same files
+    assert all(n in text for n in names), names   # sequence numbers included (from 0, as in GE)
     assert (tmp_path / "timeline.png").exists() and (tmp_path / "trace.json").exists()
 
 
