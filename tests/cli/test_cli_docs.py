@@ -53,3 +53,18 @@ def test_tutorial_code_runs_and_shows_what_it_says(tmp_path, monkeypatch):
 def test_links_between_docs_resolve(doc):
     for target in re.findall(r"\]\(([\w.-]+\.md)\)", (DOCS / doc).read_text()):
         assert (DOCS / target).exists(), f"{doc} links to missing {target}"
+
+
+def test_readme_python_snippet_runs_as_written(tmp_path, monkeypatch):
+    """README "Using it": the snippet runs on a model.onnx with an input named "input"."""
+    import onnx
+    import pyge
+    from pyge.frontends.onnx_proto import graph_to_model
+    text = (DOCS.parent / "README.md").read_text()
+    code = re.search(r"## Using it\s*```python\n(.*?)```", text, flags=re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    onnx.save(graph_to_model(pyge.examples.reference_graph((64, 64))), "model.onnx")
+    scope: dict = {}
+    with pyge.custom_passes_scope():
+        exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - our own docs
+    assert scope["model"].stream_of("Abs_1") == 1 and (tmp_path / "trace.json").exists()
