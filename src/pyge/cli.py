@@ -183,6 +183,25 @@ def _silence_stdout() -> None:
         pass
 
 
+class _HeldWarnings(logging.Handler):
+    """Without -v/--debug, log warnings wait for the command to end: written to standard error
+    (as Python's last-resort handler would) when it succeeds, dropped when it fails, so that a
+    failure stays the one `pyge: error:` line (a refused set_stream_id, say, is logged as a
+    warning and then repeated in the error)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def write_out(self) -> None:
+        for record in self.records:
+            print(record.getMessage(), file=sys.stderr)
+        self.records.clear()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `pyge` command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -198,6 +217,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if debug or getattr(args, "verbose", False):
         logging.basicConfig(level=logging.DEBUG if debug else logging.INFO,
                             format="%(levelname)s %(name)s: %(message)s")
+        return _run(args, debug)
+    held = _HeldWarnings()
+    logging.getLogger().addHandler(held)
+    try:
+        code = _run(args, debug)
+    finally:
+        logging.getLogger().removeHandler(held)
+    if code == 0:
+        held.write_out()
+    return code
+
+
+def _run(args: argparse.Namespace, debug: bool) -> int:
     from .errors import OptionError, PygeError
     try:
         return _dispatch(args)

@@ -127,3 +127,25 @@ def test_real_process_exit_status_and_stderr(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and p.stdout == ""
     assert p.stderr.strip().count("\n") == 0 and p.stderr.startswith("pyge: error: ")
+
+
+def test_warnings_before_a_failure_leave_one_line(tmp_path, onnx_file):
+    """A pass whose set_stream_id is refused (logged as a warning) and that then fails: the
+    shell sees the one error line; the same warning is shown when the command succeeds."""
+    import os
+    folder = tmp_path / "opp" / "vendors" / "v" / "custom_fusion_passes"
+    folder.mkdir(parents=True)
+    (folder / "refused.py").write_text(
+        "import os, pyge\n"
+        "@pyge.custom_stream_pass('Refused')\n"
+        "def refused(graph, ctx):\n"
+        "    status = ctx.set_stream_id(graph.get_direct_nodes()[0], 99)\n"
+        "    return status if os.environ.get('REFUSED_FAILS') else pyge.GRAPH_SUCCESS\n")
+    for p in (tmp_path, *(tmp_path / "opp").rglob("*")):
+        p.chmod(p.stat().st_mode & ~0o022)
+    env = dict(os.environ, PYGE_OPP_PATH=str(tmp_path / "opp"), PYGE_NO_PROGRESS="1")
+    cmd = [sys.executable, "-m", "pyge", "streams", str(onnx_file)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(env, REFUSED_FAILS="1"))
+    assert p.returncode == 1 and "Refused" in one_line(p.stderr), p.stderr
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0 and "outside 0..0" in p.stderr, p.stderr
