@@ -88,6 +88,20 @@ def test_save_is_deterministic_and_atomic(branchy, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pgm", "b.pgm"]  # no temp files left
 
 
+def test_saved_file_mode_follows_the_umask(branchy, tmp_path):
+    """Like any file the user writes (onnx.save, np.save), not mkstemp's private 0o600."""
+    import os
+    old = os.umask(0o022)
+    try:
+        branchy.save(tmp_path / "a.pgm")
+        os.umask(0o077)
+        branchy.save(tmp_path / "b.pgm")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.pgm").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "b.pgm").stat().st_mode & 0o777 == 0o600
+
+
 def test_graph_section_is_onnx_with_stream_ids(saved):
     head, body = _split(saved.read_bytes())
     mp = onnx.ModelProto()

@@ -70,6 +70,7 @@ def save_model(model, path: str | os.PathLike) -> Path:
     except OSError as err:
         raise ModelFileError(f"cannot write offline model {p}: {err.strerror or err}") from err
     try:
+        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp's 0o600 would hide the model from other users
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, p)
@@ -79,6 +80,21 @@ def save_model(model, path: str | os.PathLike) -> Path:
             raise ModelFileError(f"cannot write offline model {p}: {err.strerror or err}") from err
         raise
     return p
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (os.umask can only
+    set it, and setting it briefly would race with other threads creating files)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _graph_bytes(model) -> bytes:
