@@ -52,7 +52,10 @@ def _parallel_num(key: str, v: str) -> dict[str, int]:
         m = re.fullmatch(r"\s*([A-Za-z_][\w.]*)\s*:\s*(\d+)\s*", part)
         if not m:
             raise OptionError(f"option {key}={v!r} is malformed; accepted values: {accepted}")
-        out[m.group(1)] = _int_range(key, m.group(2), 1, 64)
+        n = int(m.group(2))
+        if not 1 <= n <= 64:   # the whole value in the message, not just this engine's N
+            raise OptionError(f"option {key}={v!r} is out of range; accepted values: {accepted}")
+        out[m.group(1)] = n
     return out
 
 

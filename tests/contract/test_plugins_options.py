@@ -120,3 +120,10 @@ def test_bad_options_name_key_and_accepted_values(key, value, accepted):
     with pytest.raises(pyge.OptionError) as err:
         pyge.compile(ref_graph(), options={key: value})
     assert key in one_line(err) and accepted in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["compute:0", "compute:65", "compute:2,skip:99"])
+def test_engine_form_out_of_range_names_the_whole_value(value):
+    with pytest.raises(pyge.OptionError) as err:
+        pyge.compile(ref_graph(), options={"ge.streamMaxParallelNum": value})
+    assert f"ge.streamMaxParallelNum={value!r}" in str(err.value) and "ENGINE:N" in str(err.value)
