@@ -299,3 +299,25 @@ def test_single_stream_mode_runs_no_custom_pass():
 def test_registration_without_function_is_skipped():
     pyge.register_custom_pass("Empty")
     assert pyge.compile(_ref_graph()).num_streams == 1
+
+
+def test_a_subgraph_node_keeps_its_stream_id_and_runs_inside_its_parent():
+    """As documented in the tutorial: the id a pass gives a branch node is kept and counted,
+    the branch runs inside its If node (model.streams lists root-graph nodes only), and the
+    outputs are the single-stream ones."""
+    @pyge.custom_stream_pass("MoveBranch")
+    def move_branch(graph, ctx):
+        if not graph.is_root:
+            for n in graph.get_direct_nodes():
+                if n.name == "t_abs":
+                    ctx.set_stream_id(n, ctx.allocate_next_stream_id())
+        return GRAPH_SUCCESS
+    g = _if_graph()
+    model = pyge.compile(g)
+    s = model.stream_of("t_abs")
+    assert s != model.stream_of("if") and model.num_streams == s + 1
+    assert model.streams[s] == [] and "t_abs" not in sum(model.streams, [])
+    single = pyge.compile(g, options={"ge.enableSingleStream": "true"})
+    feeds = {"cond": np.array(True), "x": np.array([-1.0, 0.5, 2.0, -3.0], np.float32)}
+    for k, v in single.run(feeds).items():
+        np.testing.assert_array_equal(model.run(feeds)[k], v)
