@@ -55,6 +55,9 @@ def _parallel_num(key: str, v: str) -> dict[str, int]:
         n = int(m.group(2))
         if not 1 <= n <= 64:   # the whole value in the message, not just this engine's N
             raise OptionError(f"option {key}={v!r} is out of range; accepted values: {accepted}")
+        if m.group(1) in out:
+            raise OptionError(f"option {key}={v!r} names engine {m.group(1)!r} twice; "
+                              f"accepted values: {accepted}")
         out[m.group(1)] = n
     return out
 

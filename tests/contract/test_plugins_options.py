@@ -127,3 +127,8 @@ def test_engine_form_out_of_range_names_the_whole_value(value):
     with pytest.raises(pyge.OptionError) as err:
         pyge.compile(ref_graph(), options={"ge.streamMaxParallelNum": value})
     assert f"ge.streamMaxParallelNum={value!r}" in str(err.value) and "ENGINE:N" in str(err.value)
+
+
+def test_engine_named_twice_is_an_error():
+    with pytest.raises(pyge.OptionError, match=r"names engine 'compute' twice; accepted values: N"):
+        pyge.compile(ref_graph(), options={"ge.streamMaxParallelNum": "compute:2,compute:3"})
