@@ -146,3 +146,39 @@ def test_weights_are_held_once():
     for vi, t in consts.items():
         arr = m.graph.initializers[m.plan.values[vi].name].const
         assert arr.flags.writeable and t.data_ptr() == arr.ctypes.data
+
+
+def test_unknown_element_type_is_named():
+    mp = _model()
+    mp.graph.input[0].type.tensor_type.elem_type = 999    # no ONNX version defines it
+    with pytest.raises(pyge.ModelLoadError, match=r"value 'x' has an unknown ONNX element type 999"):
+        pyge.load_onnx(mp)
+
+
+def _with_constant(tensor: onnx.TensorProto) -> onnx.ModelProto:
+    mp = _model(op="Add")
+    mp.graph.node[0].input.append("c")
+    mp.graph.node.insert(0, helper.make_node("Constant", [], ["c"], name="k", value=tensor))
+    return mp
+
+
+@pytest.mark.parametrize("corrupt", ["dtype", "size"])
+def test_corrupt_tensor_attribute_names_node_and_attribute(corrupt):
+    t = numpy_helper.from_array(np.ones((2, 3), np.float32))
+    if corrupt == "dtype":
+        t.data_type = 999
+    else:
+        t.raw_data = b"\0" * 5
+    with pytest.raises(pyge.ModelLoadError, match=r"node 'k' \(Constant\): attribute 'value' cannot be read"):
+        pyge.load_onnx(_with_constant(t))
+
+
+def test_corrupt_sparse_initializer_is_named():
+    mp = _model(op="Add")
+    mp.graph.node[0].input.append("w")
+    mp.graph.sparse_initializer.append(helper.make_sparse_tensor(
+        numpy_helper.from_array(np.ones(2, np.float32), "w"),
+        numpy_helper.from_array(np.array([0, 99], np.int64), "i"), [2, 3]))     # index 99 of 6
+    with pytest.raises(pyge.ModelLoadError, match="sparse initializer 'w' cannot be read"):
+        pyge.load_onnx(mp)
+

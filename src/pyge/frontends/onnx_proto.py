@@ -27,7 +27,11 @@ def onnx_to_dtype(elem_type: int) -> str | None:
     try:
         return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
     except Exception:  # noqa: BLE001 - exotic types (float8, int4): keep the onnx name
+        pass
+    try:
         return TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:  # a code no ONNX version defines (a corrupt or hand-made file)
+        raise ModelLoadError(f"unknown ONNX element type {elem_type}") from None
 
 
 _NP_TO_ONNX = {
@@ -59,7 +63,10 @@ def _read_type(v: Value, tp: onnx.TypeProto) -> None:
     which = tp.WhichOneof("value")
     if which == "tensor_type":
         v.kind = TENSOR
-        v.dtype = onnx_to_dtype(tp.tensor_type.elem_type)
+        try:
+            v.dtype = onnx_to_dtype(tp.tensor_type.elem_type)
+        except ModelLoadError as err:
+            raise ModelLoadError(f"value {v.name!r} has an {err}") from None
         if tp.tensor_type.HasField("shape"):
             dims = []
             for d in tp.tensor_type.shape.dim:
@@ -163,7 +170,10 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         scope[tp.name] = v
         init_names.add(tp.name)
     for sp in gp.sparse_initializer:
-        arr = _sparse_to_dense(sp)
+        try:
+            arr = _sparse_to_dense(sp)
+        except Exception as err:  # noqa: BLE001 - bad indices, dims or data: name the tensor
+            raise ModelLoadError(f"sparse initializer {sp.values.name!r} cannot be read: {err}") from err
         v = g.add_initializer(sp.values.name, arr)
         scope[v.name] = v
         init_names.add(v.name)
@@ -183,7 +193,13 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         for a in np_.attribute:
             if a.ref_attr_name:
                 raise ModelLoadError(f"node {name!r}: attribute references (functions) are not supported")
-            node.attrs[a.name] = _attr_value(a, scope, g.opset_imports)
+            try:
+                node.attrs[a.name] = _attr_value(a, scope, g.opset_imports)
+            except (GraphError, ModelLoadError):
+                raise
+            except Exception as err:  # noqa: BLE001 - a corrupt tensor attribute (dtype, data size)
+                raise ModelLoadError(f"node {name!r} ({np_.op_type}): attribute {a.name!r} cannot be read: "
+                                     f"{type(err).__name__}: {err}") from err
         for iname in np_.input:
             if iname == "":
                 node.append_input(None)
