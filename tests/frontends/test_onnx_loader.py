@@ -182,3 +182,38 @@ def test_corrupt_sparse_initializer_is_named():
     with pytest.raises(pyge.ModelLoadError, match="sparse initializer 'w' cannot be read"):
         pyge.load_onnx(mp)
 
+
+@pytest.mark.parametrize("case", ["two_nodes", "node_and_input", "node_and_initializer",
+                                  "one_node_twice", "two_inputs", "two_initializers", "subgraph"])
+def test_value_defined_twice_is_refused(case):
+    """Not SSA (onnx.checker refuses it): which definition a reader got would depend on load order."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    inputs, inits = [x], []
+    nodes = [helper.make_node("Abs", ["x"], ["y"], name="a")]
+    if case == "two_nodes":
+        nodes.append(helper.make_node("Neg", ["x"], ["y"], name="b"))
+    elif case == "node_and_input":
+        nodes.insert(0, helper.make_node("Neg", ["x"], ["x"], name="b"))
+    elif case == "node_and_initializer":
+        inits = [w]
+        nodes.insert(0, helper.make_node("Neg", ["x"], ["w"], name="b"))
+    elif case == "one_node_twice":
+        nodes = [helper.make_node("Split", ["x"], ["y", "y"], name="b", axis=0)]
+    elif case == "two_inputs":
+        inputs = [x, x]
+    elif case == "two_initializers":
+        inits = [w, numpy_helper.from_array(np.zeros((2, 3), np.float32), "w")]
+        nodes = [helper.make_node("Add", ["x", "w"], ["y"], name="a")]
+    elif case == "subgraph":
+        branch = helper.make_graph([helper.make_node("Abs", ["x"], ["t"], name="t1"),
+                                    helper.make_node("Neg", ["x"], ["t"], name="t2")], "then", [],
+                                   [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+        inputs = [x, helper.make_tensor_value_info("c", TensorProto.BOOL, [])]
+        nodes = [helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=branch)]
+    mp = helper.make_model(helper.make_graph(nodes, "g", inputs, [y], initializer=inits),
+                           opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(pyge.ModelLoadError, match="is defined twice") as ei:
+        pyge.load_onnx(mp)
+    assert "\n" not in str(ei.value)

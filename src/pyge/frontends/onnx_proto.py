@@ -156,7 +156,18 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
     g.doc = gp.doc_string
     scope: dict[str, Value] = dict(outer or {})
     init_names = set()
+    # Names defined in this graph -> by what: a name defined twice (not SSA; onnx.checker
+    # refuses it) would leave it to load order which definition a reader gets.
+    defined: dict[str, str] = {}
+
+    def define(vname: str, by: str) -> None:
+        if vname in defined:
+            raise ModelLoadError(f"value {vname!r} of graph {g.name!r} is defined twice "
+                                 f"(by {defined[vname]} and by {by})")
+        defined[vname] = by
+
     for tp in gp.initializer:
+        define(tp.name, "an initializer")
         try:
             arr = numpy_helper.to_array(tp)
         except Exception as err:  # noqa: BLE001
@@ -174,6 +185,7 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
             arr = _sparse_to_dense(sp)
         except Exception as err:  # noqa: BLE001 - bad indices, dims or data: name the tensor
             raise ModelLoadError(f"sparse initializer {sp.values.name!r} cannot be read: {err}") from err
+        define(sp.values.name, "an initializer")
         v = g.add_initializer(sp.values.name, arr)
         scope[v.name] = v
         init_names.add(v.name)
@@ -181,6 +193,7 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         if vi.name in init_names:
             # An initializer listed as input (IR < 4): an overridable default. Keep as constant.
             continue
+        define(vi.name, "a graph input")
         v = Value(vi.name)
         _read_type(v, vi.type)
         g.add_input(v)
@@ -209,6 +222,8 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
                 raise ModelLoadError(f"node {name!r} ({np_.op_type}) reads {iname!r}, which nothing defines")
             node.append_input(v)
         for oname in np_.output:
+            if oname:
+                define(oname, f"node {name!r}")
             v = Value(oname if oname else f"{name}__unused{len(node.outputs)}")
             if oname in infos:
                 _read_type(v, infos[oname].type)
