@@ -261,6 +261,29 @@ def test_exception_in_a_pass_is_wrapped_with_its_cause():
     assert isinstance(info.value.__cause__, KeyError)
 
 
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("cannot print me")
+
+
+@pytest.mark.parametrize("how, expect", [
+    ("message", r"return code GRAPH_FAILED \(4294967295\): first line second line$"),
+    ("exception", r"return code exception: ValueError: first line second line$"),
+    ("unprintable", r"return code exception: _Unprintable: <_Unprintable that cannot be printed>$")])
+def test_pass_failure_message_is_one_line(how, expect):
+    """A pass's message or exception text spanning lines, or one that cannot even be printed,
+    still makes a one-line CustomPassError (not a second error from formatting it)."""
+    @pyge.custom_stream_pass("Lines")
+    def lines(graph, ctx):
+        if how == "message":
+            ctx.set_error_message("first line\n  second line\n")
+            return GRAPH_FAILED
+        raise ValueError("first line\nsecond line") if how == "exception" else _Unprintable()
+    with pytest.raises(pyge.CustomPassError, match=expect) as info:
+        pyge.compile(_ref_graph())
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("ret", [None, True, "ok"])
 def test_a_pass_must_return_a_status(ret):
     pyge.register_custom_pass("NoStatus").custom_allocate_stream_pass_fn(lambda g, c: ret)
