@@ -235,6 +235,23 @@ def _ref_graph():
     return pyge.examples.reference_graph((4, 4))
 
 
+def test_node_of_a_same_named_graph_is_refused_as_another_graph():
+    """The pass sees the compiler's clone: a node of the user's own graph (same name) is
+    refused, and the message says it is another graph rather than 'graph g, not graph g'."""
+    from pyge.passes.custom import ConstGraph
+    user = _ref_graph()
+    seen = {}
+
+    @pyge.custom_stream_pass("Foreign")
+    def foreign(graph, ctx):
+        node = ConstGraph(user).find_node("Abs_1")
+        seen["status"], seen["message"] = ctx.set_stream_id(node, 0), ctx.get_error_message()
+        return GRAPH_SUCCESS
+    pyge.compile(user)
+    assert seen["status"] == GRAPH_PARAM_INVALID
+    assert f"belongs to another graph (also named {user.name!r}), not to graph {user.name!r}" in seen["message"]
+
+
 def test_failure_status_stops_compilation_with_name_code_and_message():
     @pyge.custom_stream_pass("Fails")
     def fails(graph, ctx):
