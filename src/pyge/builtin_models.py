@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import InputError
 from .ir.builder import GraphBuilder
 from .ir.graph import Graph, Value
 
@@ -65,23 +66,29 @@ def random_inputs(graph: Graph, seed: int = 0, shapes: dict | None = None) -> di
     for v in graph.inputs:
         shape = tuple((shapes or {}).get(v.name) or
                       [d if isinstance(d, int) and d >= 0 else 1 for d in (v.shape or ())])
-        if v.dtype == "object":
-            feeds[v.name] = np.full(shape, "pyge", dtype=object)
-            continue
-        if v.dtype == "bfloat16":
-            import torch
-            feeds[v.name] = torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(torch.bfloat16)
-            continue
-        dt = np.dtype(v.dtype or "float32")
-        if dt.kind == "f":
-            feeds[v.name] = rng.standard_normal(shape).astype(dt)
-        elif dt.kind in "iu":
-            feeds[v.name] = rng.integers(0, 10, size=shape).astype(dt)
-        elif dt.kind == "b":
-            feeds[v.name] = rng.random(shape) < 0.5
-        else:
-            feeds[v.name] = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)
+        try:
+            feeds[v.name] = _random_array(rng, v.dtype, shape)
+        except (ValueError, TypeError, MemoryError) as err:   # a huge declared shape, an exotic dtype
+            raise InputError(f"cannot make a random feed for input {v.name!r} (dtype {v.dtype}, shape "
+                             f"{list(shape)}): {type(err).__name__}: {str(err).rstrip('.')}; "
+                             "give it with --input NAME=FILE.npy") from err
     return feeds
+
+
+def _random_array(rng: np.random.Generator, dtype: str | None, shape: tuple):
+    if dtype == "object":
+        return np.full(shape, "pyge", dtype=object)
+    if dtype == "bfloat16":
+        import torch
+        return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(torch.bfloat16)
+    dt = np.dtype(dtype or "float32")
+    if dt.kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    if dt.kind in "iu":
+        return rng.integers(0, 10, size=shape).astype(dt)
+    if dt.kind == "b":
+        return rng.random(shape) < 0.5
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)
 
 
 __all__ = ["inception_block", "random_inputs", "BUILTIN_NAME"]

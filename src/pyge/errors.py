@@ -5,6 +5,14 @@ Every message is one line and names the culprit (file, node, option, pass).
 from __future__ import annotations
 
 
+def text_of(obj: object) -> str:
+    """str(obj), or a stand-in when the object's own __str__ raises (user code may)."""
+    try:
+        return str(obj)
+    except Exception:  # noqa: BLE001
+        return f"<{type(obj).__name__} that cannot be printed>"
+
+
 class PygeError(Exception):
     """Root of every error pyge raises on purpose."""
 
@@ -46,8 +54,10 @@ class CustomPassError(PassError):
         self.pass_name = pass_name
         self.code = code
         self.pass_message = message
+        # One line, as every message: a pass's message or exception may span several.
+        text = " ".join(line.strip() for line in text_of(message).splitlines() if line.strip())
         super().__init__(
-            f"custom stream pass {pass_name!r} failed with return code {code}: {message or '(no message)'}"
+            f"custom stream pass {pass_name!r} failed with return code {code}: {text or '(no message)'}"
         )
 
 
@@ -73,7 +83,8 @@ class ExecutionError(PygeError):
     def __init__(self, node_desc: str, cause: BaseException):
         self.node = node_desc
         self.cause = cause
-        msg = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        text = text_of(cause).strip()
+        msg = text.splitlines()[0] if text else type(cause).__name__
         super().__init__(f"while executing {node_desc}: {type(cause).__name__}: {msg}")
 
 

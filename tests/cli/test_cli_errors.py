@@ -96,6 +96,22 @@ def test_bad_input_file(capsys, onnx_file, tmp_path):
     assert code == 2 and "no such input" in one_line(err)
 
 
+def test_random_feed_that_cannot_be_made_names_the_input(capsys, tmp_path):
+    """A declared input shape too large for any array: the random feed cannot be made. The
+    error names the input and the way out (--input), not an internal error."""
+    import onnx
+    from onnx import TensorProto, helper
+    big = [1 << 40, 1 << 40]
+    g = helper.make_graph([helper.make_node("Abs", ["x"], ["y"], name="a")], "huge",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, big)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, big)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "huge.onnx")
+    code, _, err = run_cli(capsys, "run", str(tmp_path / "huge.onnx"))
+    line = one_line(err)
+    assert code == 1 and "internal error" not in line
+    assert "random feed for input 'x'" in line and "--input" in line
+
+
 def test_internal_error_is_one_line_unless_debug(capsys, monkeypatch):
     def boom(args):
         raise RuntimeError("something\nbroke")

@@ -177,10 +177,18 @@ def test_unsupported_operator_names_op_and_node():
     one_line(err)
 
 
+class _Unconvertible:
+    """A feed whose conversion to an array fails (its own __array__ raises)."""
+
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError("no array here")
+
+
 @pytest.mark.parametrize("feeds, culprit", [({"input": np.ones((3, 4), np.float32)}, "shape"),
                                             ({"input": np.ones(SHAPE, np.float64)}, "dtype"),
                                             ({}, "input"), ({"input": np.ones(SHAPE, np.float32), "x": 1}, "'x'"),
-                                            ({"input": "text"}, "input")])
+                                            ({"input": "text"}, "input"),
+                                            ({"input": _Unconvertible()}, "'input' cannot be converted")])
 def test_wrong_inputs_leave_the_model_usable(feeds, culprit):
     model = split_model()
     with pytest.raises(pyge.InputError, match=culprit) as err:

@@ -37,6 +37,13 @@ def _test_sleep(ctx):
     return fn
 
 
+@register("TestBadFactory", domain="pyge.test")
+def _test_bad_factory(ctx):
+    if FAIL["on"]:      # as when a kernel's constant is too large to allocate
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+    return lambda xs: [xs[0] * 1.0]
+
+
 @pytest.fixture(autouse=True)
 def _failing():
     FAIL["on"] = True
@@ -140,3 +147,21 @@ def test_two_threads_run_one_model_concurrently():
         assert len(results[tid]) == 5
         for x, y in results[tid]:
             np.testing.assert_allclose(y, _expected(x, 4), rtol=1e-6)
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("streams", [{"K": 0, "R": 0}, {"K": 1, "R": 0}])
+def test_kernel_that_cannot_be_prepared_is_named(streams):
+    """A kernel factory failing (kernels are prepared at the first run) is an ExecutionError
+    naming the node, not the factory's bare exception; the model is usable once it can be."""
+    b = pyge.GraphBuilder("prep")
+    x = b.input("x", "float32", (2, 3))
+    k = b.op("TestBadFactory", [x], name="K", domain="pyge.test")
+    b.output(b.op("Add", [k, b.op("Relu", [x], name="R")], name="Y"), "y")
+    model = compile_with_streams(b.build(), streams)
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(pyge.ExecutionError, match=r"node 'K' \(TestBadFactory\), preparing its kernel: "
+                                                   r"RuntimeError: DefaultCPUAllocator"):
+        model.run({"x": x})
+    FAIL["on"] = False
+    np.testing.assert_allclose(model.run({"x": x})["y"], 2 * x)

@@ -146,3 +146,74 @@ def test_weights_are_held_once():
     for vi, t in consts.items():
         arr = m.graph.initializers[m.plan.values[vi].name].const
         assert arr.flags.writeable and t.data_ptr() == arr.ctypes.data
+
+
+def test_unknown_element_type_is_named():
+    mp = _model()
+    mp.graph.input[0].type.tensor_type.elem_type = 999    # no ONNX version defines it
+    with pytest.raises(pyge.ModelLoadError, match=r"value 'x' has an unknown ONNX element type 999"):
+        pyge.load_onnx(mp)
+
+
+def _with_constant(tensor: onnx.TensorProto) -> onnx.ModelProto:
+    mp = _model(op="Add")
+    mp.graph.node[0].input.append("c")
+    mp.graph.node.insert(0, helper.make_node("Constant", [], ["c"], name="k", value=tensor))
+    return mp
+
+
+@pytest.mark.parametrize("corrupt", ["dtype", "size"])
+def test_corrupt_tensor_attribute_names_node_and_attribute(corrupt):
+    t = numpy_helper.from_array(np.ones((2, 3), np.float32))
+    if corrupt == "dtype":
+        t.data_type = 999
+    else:
+        t.raw_data = b"\0" * 5
+    with pytest.raises(pyge.ModelLoadError, match=r"node 'k' \(Constant\): attribute 'value' cannot be read"):
+        pyge.load_onnx(_with_constant(t))
+
+
+def test_corrupt_sparse_initializer_is_named():
+    mp = _model(op="Add")
+    mp.graph.node[0].input.append("w")
+    mp.graph.sparse_initializer.append(helper.make_sparse_tensor(
+        numpy_helper.from_array(np.ones(2, np.float32), "w"),
+        numpy_helper.from_array(np.array([0, 99], np.int64), "i"), [2, 3]))     # index 99 of 6
+    with pytest.raises(pyge.ModelLoadError, match="sparse initializer 'w' cannot be read"):
+        pyge.load_onnx(mp)
+
+
+@pytest.mark.parametrize("case", ["two_nodes", "node_and_input", "node_and_initializer",
+                                  "one_node_twice", "two_inputs", "two_initializers", "subgraph"])
+def test_value_defined_twice_is_refused(case):
+    """Not SSA (onnx.checker refuses it): which definition a reader got would depend on load order."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    inputs, inits = [x], []
+    nodes = [helper.make_node("Abs", ["x"], ["y"], name="a")]
+    if case == "two_nodes":
+        nodes.append(helper.make_node("Neg", ["x"], ["y"], name="b"))
+    elif case == "node_and_input":
+        nodes.insert(0, helper.make_node("Neg", ["x"], ["x"], name="b"))
+    elif case == "node_and_initializer":
+        inits = [w]
+        nodes.insert(0, helper.make_node("Neg", ["x"], ["w"], name="b"))
+    elif case == "one_node_twice":
+        nodes = [helper.make_node("Split", ["x"], ["y", "y"], name="b", axis=0)]
+    elif case == "two_inputs":
+        inputs = [x, x]
+    elif case == "two_initializers":
+        inits = [w, numpy_helper.from_array(np.zeros((2, 3), np.float32), "w")]
+        nodes = [helper.make_node("Add", ["x", "w"], ["y"], name="a")]
+    elif case == "subgraph":
+        branch = helper.make_graph([helper.make_node("Abs", ["x"], ["t"], name="t1"),
+                                    helper.make_node("Neg", ["x"], ["t"], name="t2")], "then", [],
+                                   [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+        inputs = [x, helper.make_tensor_value_info("c", TensorProto.BOOL, [])]
+        nodes = [helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=branch)]
+    mp = helper.make_model(helper.make_graph(nodes, "g", inputs, [y], initializer=inits),
+                           opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(pyge.ModelLoadError, match="is defined twice") as ei:
+        pyge.load_onnx(mp)
+    assert "\n" not in str(ei.value)

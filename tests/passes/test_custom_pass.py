@@ -235,6 +235,23 @@ def _ref_graph():
     return pyge.examples.reference_graph((4, 4))
 
 
+def test_node_of_a_same_named_graph_is_refused_as_another_graph():
+    """The pass sees the compiler's clone: a node of the user's own graph (same name) is
+    refused, and the message says it is another graph rather than 'graph g, not graph g'."""
+    from pyge.passes.custom import ConstGraph
+    user = _ref_graph()
+    seen = {}
+
+    @pyge.custom_stream_pass("Foreign")
+    def foreign(graph, ctx):
+        node = ConstGraph(user).find_node("Abs_1")
+        seen["status"], seen["message"] = ctx.set_stream_id(node, 0), ctx.get_error_message()
+        return GRAPH_SUCCESS
+    pyge.compile(user)
+    assert seen["status"] == GRAPH_PARAM_INVALID
+    assert f"belongs to another graph (also named {user.name!r}), not to graph {user.name!r}" in seen["message"]
+
+
 def test_failure_status_stops_compilation_with_name_code_and_message():
     @pyge.custom_stream_pass("Fails")
     def fails(graph, ctx):
@@ -259,6 +276,29 @@ def test_exception_in_a_pass_is_wrapped_with_its_cause():
     with pytest.raises(pyge.CustomPassError, match=r"'Raises' failed with return code exception: KeyError: 'Abs_2'") as info:
         pyge.compile(_ref_graph())
     assert isinstance(info.value.__cause__, KeyError)
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("cannot print me")
+
+
+@pytest.mark.parametrize("how, expect", [
+    ("message", r"return code GRAPH_FAILED \(4294967295\): first line second line$"),
+    ("exception", r"return code exception: ValueError: first line second line$"),
+    ("unprintable", r"return code exception: _Unprintable: <_Unprintable that cannot be printed>$")])
+def test_pass_failure_message_is_one_line(how, expect):
+    """A pass's message or exception text spanning lines, or one that cannot even be printed,
+    still makes a one-line CustomPassError (not a second error from formatting it)."""
+    @pyge.custom_stream_pass("Lines")
+    def lines(graph, ctx):
+        if how == "message":
+            ctx.set_error_message("first line\n  second line\n")
+            return GRAPH_FAILED
+        raise ValueError("first line\nsecond line") if how == "exception" else _Unprintable()
+    with pytest.raises(pyge.CustomPassError, match=expect) as info:
+        pyge.compile(_ref_graph())
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize("ret", [None, True, "ok"])

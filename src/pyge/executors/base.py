@@ -57,7 +57,12 @@ def check_feeds(graph: Graph, plan: Plan, feeds: Mapping[str, Any]) -> list[Any]
         if pv.kind != "tensor":
             out.append(x)
             continue
-        arr = x if isinstance(x, (np.ndarray, torch.Tensor)) else np.asarray(x)
+        try:
+            arr = x if isinstance(x, (np.ndarray, torch.Tensor)) else np.asarray(x)
+        except Exception as err:  # noqa: BLE001 - the object's own __array__ / __len__ failed
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise InputError(f"feed {pv.name!r} cannot be converted to an array: "
+                             f"{type(err).__name__}{': ' + first if first else ''}") from err
         dt = str(arr.dtype).replace("torch.", "") if isinstance(arr, torch.Tensor) else str(arr.dtype)
         if arr.dtype == object or getattr(arr.dtype, "kind", "") in ("U", "S"):
             dt = "object"

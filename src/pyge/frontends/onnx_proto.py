@@ -27,7 +27,11 @@ def onnx_to_dtype(elem_type: int) -> str | None:
     try:
         return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
     except Exception:  # noqa: BLE001 - exotic types (float8, int4): keep the onnx name
+        pass
+    try:
         return TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:  # a code no ONNX version defines (a corrupt or hand-made file)
+        raise ModelLoadError(f"unknown ONNX element type {elem_type}") from None
 
 
 _NP_TO_ONNX = {
@@ -59,7 +63,10 @@ def _read_type(v: Value, tp: onnx.TypeProto) -> None:
     which = tp.WhichOneof("value")
     if which == "tensor_type":
         v.kind = TENSOR
-        v.dtype = onnx_to_dtype(tp.tensor_type.elem_type)
+        try:
+            v.dtype = onnx_to_dtype(tp.tensor_type.elem_type)
+        except ModelLoadError as err:
+            raise ModelLoadError(f"value {v.name!r} has an {err}") from None
         if tp.tensor_type.HasField("shape"):
             dims = []
             for d in tp.tensor_type.shape.dim:
@@ -149,7 +156,18 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
     g.doc = gp.doc_string
     scope: dict[str, Value] = dict(outer or {})
     init_names = set()
+    # Names defined in this graph -> by what: a name defined twice (not SSA; onnx.checker
+    # refuses it) would leave it to load order which definition a reader gets.
+    defined: dict[str, str] = {}
+
+    def define(vname: str, by: str) -> None:
+        if vname in defined:
+            raise ModelLoadError(f"value {vname!r} of graph {g.name!r} is defined twice "
+                                 f"(by {defined[vname]} and by {by})")
+        defined[vname] = by
+
     for tp in gp.initializer:
+        define(tp.name, "an initializer")
         try:
             arr = numpy_helper.to_array(tp)
         except Exception as err:  # noqa: BLE001
@@ -163,7 +181,11 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         scope[tp.name] = v
         init_names.add(tp.name)
     for sp in gp.sparse_initializer:
-        arr = _sparse_to_dense(sp)
+        try:
+            arr = _sparse_to_dense(sp)
+        except Exception as err:  # noqa: BLE001 - bad indices, dims or data: name the tensor
+            raise ModelLoadError(f"sparse initializer {sp.values.name!r} cannot be read: {err}") from err
+        define(sp.values.name, "an initializer")
         v = g.add_initializer(sp.values.name, arr)
         scope[v.name] = v
         init_names.add(v.name)
@@ -171,6 +193,7 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         if vi.name in init_names:
             # An initializer listed as input (IR < 4): an overridable default. Keep as constant.
             continue
+        define(vi.name, "a graph input")
         v = Value(vi.name)
         _read_type(v, vi.type)
         g.add_input(v)
@@ -183,7 +206,13 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         for a in np_.attribute:
             if a.ref_attr_name:
                 raise ModelLoadError(f"node {name!r}: attribute references (functions) are not supported")
-            node.attrs[a.name] = _attr_value(a, scope, g.opset_imports)
+            try:
+                node.attrs[a.name] = _attr_value(a, scope, g.opset_imports)
+            except (GraphError, ModelLoadError):
+                raise
+            except Exception as err:  # noqa: BLE001 - a corrupt tensor attribute (dtype, data size)
+                raise ModelLoadError(f"node {name!r} ({np_.op_type}): attribute {a.name!r} cannot be read: "
+                                     f"{type(err).__name__}: {err}") from err
         for iname in np_.input:
             if iname == "":
                 node.append_input(None)
@@ -193,6 +222,8 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
                 raise ModelLoadError(f"node {name!r} ({np_.op_type}) reads {iname!r}, which nothing defines")
             node.append_input(v)
         for oname in np_.output:
+            if oname:
+                define(oname, f"node {name!r}")
             v = Value(oname if oname else f"{name}__unused{len(node.outputs)}")
             if oname in infos:
                 _read_type(v, infos[oname].type)

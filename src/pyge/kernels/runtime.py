@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ExecutionError, UnsupportedOperatorError
+from ..errors import ExecutionError, PygeError, UnsupportedOperatorError
 from ..ir.graph import Graph, Node
 from .registry import KernelContext, lookup, opset_of
 
@@ -72,7 +72,12 @@ def build_kernel(node: Node, device: Any, compile_subgraph=None):
     ctx = KernelContext(node=node, opset=opset_of(node), device=device,
                         compile_subgraph=compile_subgraph or (lambda g: compile_reference(g, device)),
                         implicit_names=implicit)
-    return factory(ctx)
+    try:
+        return factory(ctx)
+    except PygeError:
+        raise
+    except Exception as err:  # noqa: BLE001 - e.g. a constant too large to allocate: name the node
+        raise ExecutionError(f"{describe(node)}, preparing its kernel", err) from err
 
 
 def describe(node: Node) -> str:

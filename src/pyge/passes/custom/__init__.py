@@ -24,7 +24,7 @@ import numbers
 import threading
 from typing import Any, Callable, Mapping
 
-from ...errors import CustomPassError
+from ...errors import CustomPassError, text_of
 from ...ir.graph import Graph
 from ...options import Options, parse_options
 from .context import (GRAPH_FAILED, GRAPH_PARAM_INVALID, GRAPH_SUCCESS, GraphStatus, StreamBook,
@@ -124,7 +124,7 @@ def _call(reg: CustomPassRegistration, g: Graph, view: ConstGraph, ctx: StreamPa
                               f"(option pyge.customPassTimeout){where}") from None
     # SystemExit too: a pass calling sys.exit() must not end the user's program.
     except (Exception, SystemExit) as err:  # noqa: BLE001 - any failure of user code stops compilation, named
-        msg = f"{type(err).__name__}: {err}"
+        msg = f"{type(err).__name__}: {text_of(err)}"
         if ctx.get_error_message():
             msg += f"; pass message: {ctx.get_error_message()}"
         raise CustomPassError(reg.name, "exception", msg + where) from err

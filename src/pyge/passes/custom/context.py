@@ -91,8 +91,10 @@ class StreamPassContext:
             return self._refuse(f"set_stream_id expects a node of the graph handed to the pass, "
                                 f"got {type(node).__name__}")
         if node._node.graph is not self._graph:
-            where = node._node.graph.name if node._node.graph is not None else "no graph"
-            return self._refuse(f"node {node.name!r} belongs to graph {where!r}, not to graph "
+            other = node._node.graph
+            where = ("no graph" if other is None else f"another graph (also named {other.name!r})"
+                     if other.name == self._graph.name else f"graph {other.name!r}")
+            return self._refuse(f"node {node.name!r} belongs to {where}, not to graph "
                                 f"{self._graph.name!r} that this pass call was handed")
         try:
             if isinstance(stream_id, bool):
