@@ -82,18 +82,23 @@ def outputs_to_numpy(plan: Plan, env_out: list[Any], owned: Any = ()) -> dict[st
     """Outputs as numpy arrays, none sharing memory with `owned` (the feeds and the model's
     constants) or with one another: Identity or Reshape of an input or a weight returns a
     view, and a caller writing into that output must not change its feeds, a later output,
-    or the weights every later run reads. Fresh results are not copied."""
+    or the weights every later run reads. Elements of sequence outputs likewise
+    (SequenceConstruct of a feed and a weight). Fresh results are not copied."""
     seen = {_storage(t) for t in owned if isinstance(t, torch.Tensor) and t.device.type == "cpu"}
-    out = {}
-    for vi, x in zip(plan.outputs, env_out):
-        if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.numel() > 0:
-            key = _storage(x)
-            if key in seen:
-                x = x.clone()
-            else:
-                seen.add(key)
-        out[plan.values[vi].name] = to_numpy(x)
-    return out
+    return {plan.values[vi].name: to_numpy(_unshared(x, seen))
+            for vi, x in zip(plan.outputs, env_out)}
+
+
+def _unshared(x: Any, seen: set[int]) -> Any:
+    """x, or a copy where it shares storage with `seen` (adds x's)."""
+    if isinstance(x, list):
+        return [_unshared(e, seen) for e in x]
+    if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.numel() > 0:
+        key = _storage(x)
+        if key in seen:
+            return x.clone()
+        seen.add(key)
+    return x
 
 
 def _storage(t: torch.Tensor) -> int:
