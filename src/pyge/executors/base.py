@@ -92,11 +92,20 @@ def outputs_to_numpy(plan: Plan, env_out: list[Any], owned: Any = ()) -> dict[st
             for vi, x in zip(plan.outputs, env_out)}
 
 
-def _unshared(x: Any, seen: set[int]) -> Any:
-    """x, or a copy where it shares storage with `seen` or a held tensor (adds x's)."""
+def unshared(outs: list[Any], owned: Any = ()) -> list[Any]:
+    """Device outputs (any device) for the caller, as outputs_to_numpy's rule has them: a
+    copy where an output shares storage with `owned`, a held tensor or an earlier output."""
+    seen = {_storage(t) for t in owned if isinstance(t, torch.Tensor)}
+    return [_unshared(x, seen, None) for x in outs]
+
+
+def _unshared(x: Any, seen: set[int], device_type: str | None = "cpu") -> Any:
+    """x, or a copy where it shares storage with `seen` or a held tensor (adds x's); only
+    tensors on `device_type` (None: any device)."""
     if isinstance(x, list):
-        return [_unshared(e, seen) for e in x]
-    if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.numel() > 0:
+        return [_unshared(e, seen, device_type) for e in x]
+    if isinstance(x, torch.Tensor) and x.numel() > 0 \
+            and (device_type is None or x.device.type == device_type):
         key = _storage(x)
         if key in seen or is_held(x):
             return x.clone()
