@@ -89,6 +89,31 @@ def test_light_model_with_arena_matches():
     ex.close()
 
 
+
+def test_arena_runs_after_the_first_see_new_weights_and_batchnorm_parameters():
+    """A Conv weight and BatchNorm parameters computed in the graph are planned values:
+    the arena hands their kernels the same view object every run, with new contents.
+    The kernels' packed weight and folded affine must follow (they went stale after run 1)."""
+    b = pyge.GraphBuilder("arena_params")
+    x = b.input("x", "float32", (1, 3, 6, 6))
+    w = b.input("w", "float32", (4, 3, 3, 3))
+    p = b.input("p", "float32", (4,))
+    conv = b.op("Conv", [x, b.op("Relu", [w], name="wr")], name="conv", pads=[1, 1, 1, 1])
+    y = b.op("BatchNormalization", [conv, b.op("Abs", [p], name="sc"), b.op("Neg", [p], name="bi"),
+                                    b.op("Sigmoid", [p], name="mu"), b.op("Exp", [p], name="va")],
+             name="bn")
+    b.output(y, "y")
+    single = pyge.compile(b.build(), "cpu", {"ge.enableSingleStream": "true"})
+    multi = replan(single, {"wr": 1, "sc": 1, "mu": 1})
+    ex = CpuExecutor(multi.graph, multi.plan, "cpu", multi.options, arena=True)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        feeds = {"x": rng.standard_normal((1, 3, 6, 6)).astype(np.float32),
+                 "w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32),
+                 "p": rng.standard_normal(4).astype(np.float32)}
+        np.testing.assert_allclose(ex.run(feeds)["y"], single.run(feeds)["y"], rtol=1e-4, atol=1e-5)
+    ex.close()
+
 def test_dispatch_and_thread_policy():
     single = cached_light_model("squeezenet")
     assert isinstance(make_executor(single.graph, single.plan, "cpu"), SequentialExecutor)

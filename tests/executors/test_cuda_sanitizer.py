@@ -268,3 +268,31 @@ def test_the_candidate_cuda_plan_of_googlenet_is_race_free(fake, googlenet_cuda_
     errs = relative_errors(got, single.run(feeds))
     assert len(errs) > 10 and max(errs.values()) <= 1e-4, errs     # intermediates too
     assert fake.violations == []
+
+
+@pytest.mark.parametrize("memory", ["pool", "arena"])
+def test_device_outputs_share_no_memory_with_weights_feeds_or_each_other(fake, memory):
+    """run(output_device="cuda") without a graph hands over the run's own tensors: an output
+    that is a weight, a feed or another output (Identity, Reshape) was that very tensor, so
+    the caller writing into it changed the weights of every later run, or its own feed."""
+    b = pyge.GraphBuilder("dev_outs")
+    x = b.input("x", "float32", (2, 3))
+    w = b.initializer("W", np.full((2, 3), 7, np.float32))
+    r = b.op("Relu", [x], name="r")
+    b.output(b.op("Identity", [w], name="iw"), "w_out")
+    b.output(b.op("Identity", [x], name="ix"), "x_out")
+    b.output(r, "r_out")
+    b.output(b.op("Reshape", [r, b.constant(np.array([3, 2], np.int64))], name="rs"), "r_view")
+    b.output(b.op("Add", [x, w], name="add"), "z")
+    single = pyge.compile(b.build(), "cpu", {"ge.enableSingleStream": "true"})
+    multi = replan(single, {"r": 1, "rs": 1, "ix": 1}, options={"pyge.cudaGraph": "false"})
+    ex = cuda_mod.CudaExecutor(multi.graph, multi.plan, "cuda", multi.options, memory=memory)
+    xt = torch.ones(2, 3)
+    with AccessMode(fake):
+        out = ex.run({"x": xt}, output_device="cuda")
+        for t in out.values():
+            t.fill_(-1)
+    assert (xt == 1).all()
+    again = _run(fake, ex, {"x": np.ones((2, 3), np.float32)}, output_device="cuda")
+    _same({k: t.numpy() for k, t in again.items()}, single.run({"x": np.ones((2, 3), np.float32)}))
+    assert fake.violations == []

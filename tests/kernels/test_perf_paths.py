@@ -246,3 +246,40 @@ def test_conv_weight_packed_once_across_batch_sizes(monkeypatch):
         want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
         np.testing.assert_allclose(m.run({"x": x})["y"], want, rtol=1e-4, atol=1e-4)
     assert spy.packs == 1
+
+
+def test_batchnorm_affine_follows_parameters_changed_in_place():
+    """The same parameter tensors with new contents (a planned value's fixed arena view,
+    or a torch tensor the caller feeds again after writing into it) are folded again."""
+    fn = _bn_fn(1e-3)
+    x = torch.randn(2, 4, 3, 3)
+    params = [torch.rand(4) + 0.5, torch.randn(4), torch.randn(4), torch.rand(4) + 0.5]
+    fn([x] + params)
+    for p in params:
+        p.mul_(2)
+    want = torch.nn.functional.batch_norm(x, params[2], params[3], params[0], params[1],
+                                          False, 0.0, 1e-3)
+    torch.testing.assert_close(fn([x] + params)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_weight_fed_again_after_an_in_place_change_is_repacked(monkeypatch):
+    """Packed once while the weight stays the same unchanged tensor; the caller changing
+    it in place between runs gets the new weight's result, not the first packing's."""
+    from pyge.kernels import nn_conv
+    if not nn_conv._PACKED_OK:
+        pytest.skip("this torch has no packed oneDNN convolution")
+    spy = _CountingConvPacks(nn_conv._MKLDNN)
+    monkeypatch.setattr(nn_conv, "_MKLDNN", spy)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "c",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6]),
+                           helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 4, 3, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = pyge.compile(pyge.load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])), "cpu")
+    x, w = torch.randn(1, 4, 6, 6), torch.randn(8, 4, 3, 3)
+    for _ in range(2):
+        m.run({"x": x, "w": w})
+    assert spy.packs == 1
+    w.mul_(-3)
+    want = torch.nn.functional.conv2d(x, w, padding=1).numpy()
+    np.testing.assert_allclose(m.run({"x": x, "w": w})["y"], want, rtol=1e-4, atol=1e-4)
+    assert spy.packs == 2

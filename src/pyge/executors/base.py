@@ -21,6 +21,7 @@ import torch
 
 from ..errors import InputError
 from ..ir.graph import Graph
+from ..kernels._util import is_held
 from ..kernels.runtime import build_kernel, describe, to_numpy, to_torch, torch_dtype
 from ..plan.order import host_order
 from ..plan.plan import Plan
@@ -85,20 +86,36 @@ def feeds_to_device(arrays: list[Any], device: Any) -> list[Any]:
 
 def outputs_to_numpy(plan: Plan, env_out: list[Any], owned: Any = ()) -> dict[str, Any]:
     """Outputs as numpy arrays, none sharing memory with `owned` (the feeds and the model's
-    constants) or with one another: Identity or Reshape of an input or a weight returns a
-    view, and a caller writing into that output must not change its feeds, a later output,
-    or the weights every later run reads. Fresh results are not copied."""
+    constants), with a tensor some kernel returns on every run (kernels._util.held: a
+    Constant node's value, an If branch's initializer) or with one another: Identity or
+    Reshape of an input or a weight returns a view, and a caller writing into that output
+    must not change its feeds, a later output, or what every later run reads. Elements of
+    sequence outputs likewise (SequenceConstruct of a feed and a weight). Fresh results are
+    not copied."""
     seen = {_storage(t) for t in owned if isinstance(t, torch.Tensor) and t.device.type == "cpu"}
-    out = {}
-    for vi, x in zip(plan.outputs, env_out):
-        if isinstance(x, torch.Tensor) and x.device.type == "cpu" and x.numel() > 0:
-            key = _storage(x)
-            if key in seen:
-                x = x.clone()
-            else:
-                seen.add(key)
-        out[plan.values[vi].name] = to_numpy(x)
-    return out
+    return {plan.values[vi].name: to_numpy(_unshared(x, seen))
+            for vi, x in zip(plan.outputs, env_out)}
+
+
+def unshared(outs: list[Any], owned: Any = ()) -> list[Any]:
+    """Device outputs (any device) for the caller, as outputs_to_numpy's rule has them: a
+    copy where an output shares storage with `owned`, a held tensor or an earlier output."""
+    seen = {_storage(t) for t in owned if isinstance(t, torch.Tensor)}
+    return [_unshared(x, seen, None) for x in outs]
+
+
+def _unshared(x: Any, seen: set[int], device_type: str | None = "cpu") -> Any:
+    """x, or a copy where it shares storage with `seen` or a held tensor (adds x's); only
+    tensors on `device_type` (None: any device)."""
+    if isinstance(x, list):
+        return [_unshared(e, seen, device_type) for e in x]
+    if isinstance(x, torch.Tensor) and x.numel() > 0 \
+            and (device_type is None or x.device.type == device_type):
+        key = _storage(x)
+        if key in seen or is_held(x):
+            return x.clone()
+        seen.add(key)
+    return x
 
 
 def _storage(t: torch.Tensor) -> int:

@@ -46,7 +46,7 @@ from ..kernels.runtime import to_torch
 from ..options import parse_options
 from ..plan.plan import LAUNCH, RECORD, Plan
 from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device, merged_steps,
-                   node_descriptions, outputs_to_numpy, stream_tables)
+                   node_descriptions, outputs_to_numpy, stream_tables, unshared)
 from .cuda_memory import graph_blocker, record_use
 
 log = logging.getLogger(__name__)
@@ -141,26 +141,32 @@ class CudaExecutor:
                     st.copy_(a if isinstance(a, torch.Tensor) else to_torch(a, "cpu"))
                 self._graph.replay()
                 return self._outputs(self._static_out, output_device, copy=True)
-            outs = self._issue_run(feeds_to_device(arrays, self.device), None)
-            return self._outputs(outs, output_device, copy=False)
+            fed = feeds_to_device(arrays, self.device)
+            outs = self._issue_run(fed, None)
+            return self._outputs(outs, output_device, copy=False, owned=[*self.consts.values(), *fed])
 
     def run_eager(self, feeds: Mapping[str, Any], hooks=None, output_device: str | None = None) -> dict[str, Any]:
         """Run without the CUDA graph (per-op host calls; hooks are honoured)."""
         arrays = check_feeds(self.graph, self.plan, feeds)
         with self._lock, torch.cuda.device(self.device):
             self._ensure_streams()
-            outs = self._issue_run(feeds_to_device(arrays, self.device), hooks)
-            return self._outputs(outs, output_device, copy=False)
+            fed = feeds_to_device(arrays, self.device)
+            outs = self._issue_run(fed, hooks)
+            return self._outputs(outs, output_device, copy=False, owned=[*self.consts.values(), *fed])
 
-    def _outputs(self, outs: list, output_device: str | None, copy: bool) -> dict[str, Any]:
+    def _outputs(self, outs: list, output_device: str | None, copy: bool, owned=()) -> dict[str, Any]:
         if output_device is not None and str(output_device).startswith("cuda"):
             names = [self.plan.values[vi].name for vi in self.plan.outputs]
             if copy:
                 return {n: _clone(t) for n, t in zip(names, outs)}
+            # Fresh results as they are; an output that is a weight, a feed, a tensor a
+            # kernel returns every run, or another output (Identity of either) is copied
+            # (on the caller's stream, which has joined every logical stream), so the
+            # caller writing into it changes nothing later runs read.
             caller = torch.cuda.current_stream(self.device)
             for t in outs:          # made on a side stream, used on the caller's from now on
                 record_use(t, caller)
-            return dict(zip(names, outs))
+            return dict(zip(names, unshared(outs, owned)))
         return outputs_to_numpy(self.plan, outs)   # .cpu() syncs with the caller's stream
 
     # -- issuing -----------------------------------------------------------------------

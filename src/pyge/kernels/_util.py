@@ -5,6 +5,8 @@ object arrays; factories parse attributes once and return a lean closure.
 """
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -53,6 +55,39 @@ def const_tensor(arr: Any, device: Any) -> Any:
         t = torch.from_numpy(np.ascontiguousarray(a).copy())
     return t.to(device) if str(device) != "cpu" else t
 
+
+
+# Tensors a kernel keeps and returns run after run (a Constant node's value, a static
+# ConstantOfShape, a body graph's initializers): storage address -> how many live there.
+# Executors hand a graph output that lives in such a storage to the caller as a copy
+# (executors/base.outputs_to_numpy): the caller may write into what it gets, and must not
+# change what every later run returns or reads.
+_HELD: dict[int, int] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def held(t: Any) -> Any:
+    """Mark t as a tensor a kernel returns on every run; returns t."""
+    if isinstance(t, torch.Tensor) and t.numel() > 0:
+        key = t.untyped_storage().data_ptr()
+        with _HELD_LOCK:
+            _HELD[key] = _HELD.get(key, 0) + 1
+        weakref.finalize(t, _unheld, key)
+    return t
+
+
+def _unheld(key: int) -> None:
+    with _HELD_LOCK:
+        n = _HELD.get(key, 0) - 1
+        if n > 0:
+            _HELD[key] = n
+        else:
+            _HELD.pop(key, None)
+
+
+def is_held(t: torch.Tensor) -> bool:
+    """t's bytes belong to a tensor some kernel returns on every run (see held)."""
+    return t.untyped_storage().data_ptr() in _HELD
 
 def ints(x: Any) -> list[int]:
     """A 1-D (or 0-D) integer tensor / array / list -> list of Python ints."""

@@ -9,6 +9,7 @@ import torch
 
 from ..errors import ExecutionError, PygeError, UnsupportedOperatorError
 from ..ir.graph import Graph, Node
+from ._util import held
 from .registry import KernelContext, lookup, opset_of
 
 NP_TO_TORCH = {
@@ -91,7 +92,7 @@ def compile_reference(graph: Graph, device: Any = "cpu"):
     """
     order = graph.topological_sort()
     kernels = [build_kernel(n, device) for n in order]
-    consts = {name: to_torch(v.const, device) for name, v in graph.initializers.items()}
+    consts = {name: held(to_torch(v.const, device)) for name, v in graph.initializers.items()}
     in_names = [v.name for v in graph.inputs]
     out_names = [v.name for v in graph.outputs]
     plans = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._util import const_tensor, int_input, ints, node_error, norm_axis, onnx_dtype, scalar
+from ._util import const_tensor, held, int_input, ints, node_error, norm_axis, onnx_dtype, scalar
 from .registry import register
 
 
@@ -30,7 +30,7 @@ def constant(ctx):
         raise node_error(ctx, "sparse_value constants are not supported")
     else:
         raise node_error(ctx, "no value attribute")
-    val = const_tensor(arr, ctx.device)
+    val = held(const_tensor(arr, ctx.device))
     # Built once; every run returns the same (never mutated) tensor.
     return lambda xs: [val]
 
@@ -46,7 +46,7 @@ def constant_of_shape(ctx):
     if not dyn:
         # Constant shape: the output is a constant, built once (weights of the "light"
         # model zoo files are made this way).
-        val = torch.full(shape, item, dtype=dtype, device=dev)
+        val = held(torch.full(shape, item, dtype=dtype, device=dev))
         return lambda xs: [val]
     return lambda xs: [torch.full(ints(xs[0]), item, dtype=dtype, device=dev)]
 
