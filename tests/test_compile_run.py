@@ -132,3 +132,16 @@ def test_outputs_kept_by_kernels_are_handed_over_as_copies():
     _write_into_outputs_then_rerun(pyge.compile(_if_model([helper.make_node("Identity", ["Wt"], ["t"])],
                                                           [numpy_helper.from_array(np.full((2, 3), 3, np.float32), "Wt")])),
                                    {**feeds, "c": c})
+
+
+def test_string_outputs_are_handed_over_as_copies():
+    """A string Constant (not folded) and a string initializer returned through Identity:
+    numpy object arrays that every run returns; writing into one changed later runs."""
+    from onnx import TensorProto as TP, helper, numpy_helper
+    words = numpy_helper.from_array(np.array(["a", "b"], dtype=object), "words")
+    g = _onnx_model([helper.make_node("Constant", [], ["k"], value_strings=["x", "y"]),
+                     helper.make_node("Identity", ["k"], ["s"]), helper.make_node("Identity", ["words"], ["t"])],
+                    [helper.make_tensor_value_info("x", TP.FLOAT, [1])],
+                    [helper.make_tensor_value_info(n, TP.STRING, [2]) for n in "st"], [words])
+    _write_into_outputs_then_rerun(pyge.compile(g, "cpu", {"ge.exec.enableFusion": "false"}),
+                                   {"x": np.ones(1, np.float32)})

@@ -106,9 +106,13 @@ def unshared(outs: list[Any], owned: Any = ()) -> list[Any]:
 
 def _unshared(x: Any, seen: set[int], device_type: str | None = "cpu") -> Any:
     """x, or a copy where it shares storage with `seen` or a held tensor (adds x's); only
-    tensors on `device_type` (None: any device)."""
+    tensors on `device_type` (None: any device). String values (numpy object arrays: a
+    Constant's, an initializer's, or a view of one) are always copied: they are small and
+    numpy views give no cheap way to tell a fresh one."""
     if isinstance(x, list):
         return [_unshared(e, seen, device_type) for e in x]
+    if isinstance(x, np.ndarray) and x.dtype == object:
+        return x.copy()
     if isinstance(x, torch.Tensor) and x.numel() > 0 \
             and (device_type is None or x.device.type == device_type):
         key = _storage(x)
