@@ -241,6 +241,13 @@ def test_min_streams_merges_chains_that_never_overlap_first():
     assert len(set(s.values())) == 2
 
 
+def test_min_streams_spreads_equal_branches_over_the_budget():
+    # 40 equal branches overlap every stream alike; they used to pile onto stream 0 (the
+    # union of its busy time does not grow), leaving 1 stream after the light-stream fold
+    _, s = _policy(_branches({f"b{i}": 10.0 for i in range(40)}), "min_streams", 4)
+    counts = sorted(sum(1 for i in range(40) if s[f"b{i}"] == sid) for sid in set(s.values()))
+    assert len(counts) == 4 and counts == [10, 10, 10, 10]
+
 @pytest.mark.parametrize("policy", ALL)
 def test_policies_end_to_end_give_the_single_stream_numbers(policy, onnx_data_dir):
     g = pyge.load_onnx(onnx_data_dir / "light" / "light_squeezenet.onnx")
