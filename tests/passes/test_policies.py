@@ -359,3 +359,23 @@ def test_missing_policy_file_and_bad_cost_file(tmp_path):
     bad = _write(tmp_path, {"version": 1, "costs": {"a": "slow"}}, "c.json")
     with pytest.raises(OptionError, match="pyge.costFile.*node 'a'"):
         _policy(g, "list_schedule", 2, **{"pyge.costFile": bad})
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"version": 1, "costs": {"a": 5}, "event_us": "fast"}', "event_us is 'fast'"),
+    ('{"version": 1, "costs": {"a": 5}, "event_us": null}', "event_us is None"),
+    ('{"version": 1, "costs": {"a": 5}, "event_us": -100}', "event_us is -100"),
+    ('{"version": 1, "costs": {"a": 5}, "launch_us": Infinity}', "launch_us is inf"),
+    ('{"version": 1, "costs": {"a": NaN}}', "cost of node 'a' is nan"),
+    ('{"version": 1, "costs": {"a": 1e308}}', "cost of node 'a' is 1e+308"),
+    ('{"version": 1, "unit": "ms", "costs": {"a": 5}}', "unit is 'ms'"),
+    ('{"version": true, "costs": {"a": 5}}', "not a version 1 cost file"),
+])
+def test_bad_cost_file_fields_are_option_errors(tmp_path, content, message):
+    # these used to escape as ValueError/TypeError/OverflowError, or be taken as given
+    g = _branches({"a": 10.0})
+    path = _write(tmp_path, content, "c.json")
+    for policy in ALL:
+        with pytest.raises(OptionError, match="pyge.costFile") as err:
+            _policy(g, policy, 2, **{"pyge.costFile": path})
+        assert path in str(err.value) and message in str(err.value)

@@ -96,6 +96,11 @@ def test_costs_round_trip_and_static_fallback(tmp_path):
     assert set(s.times) == {n.name for n in compiled.nodes} and s.source == "static"
     feeds = random_feeds(g)
     assert feeds["x"].shape == (16, 16) and feeds["x"].dtype == np.float32
+    data = json.loads((tmp_path / "c.json").read_text())
+    data["costs_1t"], data["threads"] = {"x": "slow"}, "many"
+    (tmp_path / "c.json").write_text(json.dumps(data))
+    with pytest.raises(pyge.PygeError, match="c.json.*threads is 'many'"):
+        OpCosts.load(tmp_path / "c.json")
 
 
 def test_pyge_tune_command(tmp_path, capsys):
