@@ -60,6 +60,16 @@ def test_fewer_threads_per_stream_follow_amdahl(tmp_path):
     assert amdahl(1e-3, 2e-3, 2, 2) == pytest.approx(1e-3)
     assert amdahl(1e-3, 2e-3, 2, 1) == pytest.approx(2e-3)
     assert amdahl(1e-3, 1e-3, 4, 1) == pytest.approx(1e-3)                 # no scaling at all
+    assert amdahl(1e-3, 0.5e-3, 2, 1) == pytest.approx(1e-3)               # one thread measured faster
+
+
+def test_one_thread_measured_faster_does_not_beat_the_critical_path(tmp_path):
+    # tiny ops often run faster on one thread than on all; the simulator used to take the
+    # one-thread time for a 2-stream plan and report 1 ms against a 2 ms critical path
+    m = _compile(_pair(False), {"a": 0, "b": 1}, tmp_path)
+    c = _costs({"a": 1e-3, "b": 2e-3}, one={"a": 0.5e-3, "b": 1e-3})
+    r = simulate(m.plan, c, _dev(cores=2))
+    assert r.makespan >= critical_path_bound(m.plan, c) == pytest.approx(2e-3)
 
 
 def test_a_cross_stream_edge_costs_an_event(tmp_path):

@@ -86,11 +86,15 @@ def op_profile(plan: Plan, costs: OpCosts, dev: DeviceModel, graph=None) -> tupl
 
 
 def amdahl(t_c: float, t_1: float, c: int, p: int) -> float:
-    """Time with p threads, given the times with c threads and with 1 (Amdahl's law)."""
+    """Time with p <= c threads, given the times with c threads and with 1 (Amdahl's law).
+    Never below t_c: where one thread measured faster than c (a tiny operator, thread
+    start-up dominating) Amdahl has no serial fraction that fits, and taking t_1 would make
+    a plan look faster than the critical path of the measured times (a 2-stream plan of two
+    ops "beating" both ops' own times)."""
     if c <= 1 or t_1 <= 0:
         return t_c
     serial = min(1.0, max(0.0, (t_c / t_1 - 1.0 / c) / (1.0 - 1.0 / c)))
-    return t_1 * (serial + (1.0 - serial) / p)
+    return max(t_c, t_1 * (serial + (1.0 - serial) / p))
 
 
 def gpu_demand(node, t: float, dev: DeviceModel) -> float:
