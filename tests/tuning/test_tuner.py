@@ -120,3 +120,16 @@ def test_pyge_tune_command(tmp_path, capsys):
     bad = parser.parse_args(["tune", str(model), "--streams", "0"])
     with pytest.raises(pyge.PygeError, match="--streams"):
         run_tune(bad)
+
+
+def test_tune_on_cuda_without_a_gpu_is_an_option_error():
+    # used to escape from torch as "AssertionError: Torch not compiled with CUDA enabled"
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    g = pyge.load_onnx(_branchy_onnx(branches=2, n=16))
+    with pytest.raises(pyge.OptionError, match="CUDA is not available"):
+        tune(g, "cuda", stream_counts=[2], top=1, budget_s=0.1)
+    with pytest.raises(pyge.OptionError, match="CUDA is not available"):     # costs given: the timing
+        tune(g, "cuda", costs=static_costs(pyge.compile(g).graph, "cuda"), stream_counts=[2], top=1,
+             budget_s=0.1)
