@@ -133,3 +133,19 @@ def test_tune_on_cuda_without_a_gpu_is_an_option_error():
     with pytest.raises(pyge.OptionError, match="CUDA is not available"):     # costs given: the timing
         tune(g, "cuda", costs=static_costs(pyge.compile(g).graph, "cuda"), stream_counts=[2], top=1,
              budget_s=0.1)
+
+
+@pytest.mark.parametrize("flag", ["-o", "--costs", "--json"])
+def test_pyge_tune_refuses_an_unwritable_output_before_tuning(tmp_path, monkeypatch, flag):
+    # these used to fail with a bare OSError after the whole tuning (a minute by default)
+    import pyge.tuning.tuner as tuner
+    monkeypatch.setattr(tuner, "tune", lambda *a, **k: pytest.fail("tuned before checking the outputs"))
+    model = tmp_path / "branchy.onnx"
+    onnx.save(_branchy_onnx(branches=2, n=16), model)
+    parser = argparse.ArgumentParser(prog="pyge")
+    add_tune_parser(parser.add_subparsers(dest="command"))
+    bad = str(tmp_path / "missing" / "out.json")
+    with pytest.raises(pyge.PygeError, match=f"{flag}.*missing/out.json' cannot be written"):
+        run_tune(parser.parse_args(["tune", str(model), flag, bad]))
+    with pytest.raises(pyge.PygeError, match="is a folder"):
+        run_tune(parser.parse_args(["tune", str(model), flag, str(tmp_path)]))
