@@ -338,6 +338,7 @@ def test_the_reference_example_as_a_one_line_policy_file(tmp_path):
 @pytest.mark.parametrize("content, message", [
     ("{not json", "not valid JSON"),
     ({"version": 2, "streams": {}}, "not a version 1 policy file"),
+    ({"version": True, "streams": {}}, "not a version 1 policy file"),     # True == 1 in Python
     ({"version": 1}, 'no "streams" object'),
     ({"version": 1, "streams": {"a": -1}}, "stream -1; accepted values"),
     ({"version": 1, "streams": {"a": True}}, "stream True"),
