@@ -120,6 +120,9 @@ def test_pyge_tune_command(tmp_path, capsys):
     bad = parser.parse_args(["tune", str(model), "--streams", "0"])
     with pytest.raises(pyge.PygeError, match="--streams"):
         run_tune(bad)
+    for budget in ("nan", "inf", "-1"):      # nan ran all 200 rounds, whatever the machine
+        with pytest.raises(pyge.OptionError, match="--budget-s"):
+            run_tune(parser.parse_args(["tune", str(model), "--budget-s", budget]))
 
 
 def test_tune_on_cuda_without_a_gpu_is_an_option_error():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -83,6 +84,8 @@ def run_tune(args: argparse.Namespace) -> int:
     ks = _stream_counts(args.streams)
     if args.top < 1:
         raise OptionError(f"--top {args.top} is out of range; accepted values: an integer >= 1")
+    if not (math.isfinite(args.budget_s) and args.budget_s >= 0):     # nan would never end the rounds early
+        raise OptionError(f"--budget-s {args.budget_s} is out of range; accepted values: seconds >= 0")
     out = Path(args.output) if args.output else Path(args.model).with_suffix(".policy.json")
     for flag, path in (("-o/--output", out), ("--costs", args.costs), ("--json", args.json)):
         if path:
