@@ -68,3 +68,13 @@ def test_readme_python_snippet_runs_as_written(tmp_path, monkeypatch):
     with pyge.custom_passes_scope():
         exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - our own docs
     assert scope["model"].stream_of("Abs_1") == 1 and (tmp_path / "trace.json").exists()
+
+
+def test_every_command_is_in_the_command_line_section():
+    # `pyge tune` was missing from docs/options.md's list of commands
+    from pyge.cli import build_parser
+    text = (DOCS / "options.md").read_text()
+    block = text[text.index("## Command line"):]
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    missing = [c for c in sub.choices if not re.search(rf"^pyge {c}\b", block, re.M)]
+    assert not missing, f"docs/options.md's command line section lacks {missing}"

@@ -241,6 +241,13 @@ def test_min_streams_merges_chains_that_never_overlap_first():
     assert len(set(s.values())) == 2
 
 
+def test_min_streams_spreads_equal_branches_over_the_budget():
+    # 40 equal branches overlap every stream alike; they used to pile onto stream 0 (the
+    # union of its busy time does not grow), leaving 1 stream after the light-stream fold
+    _, s = _policy(_branches({f"b{i}": 10.0 for i in range(40)}), "min_streams", 4)
+    counts = sorted(sum(1 for i in range(40) if s[f"b{i}"] == sid) for sid in set(s.values()))
+    assert len(counts) == 4 and counts == [10, 10, 10, 10]
+
 @pytest.mark.parametrize("policy", ALL)
 def test_policies_end_to_end_give_the_single_stream_numbers(policy, onnx_data_dir):
     g = pyge.load_onnx(onnx_data_dir / "light" / "light_squeezenet.onnx")
@@ -331,6 +338,7 @@ def test_the_reference_example_as_a_one_line_policy_file(tmp_path):
 @pytest.mark.parametrize("content, message", [
     ("{not json", "not valid JSON"),
     ({"version": 2, "streams": {}}, "not a version 1 policy file"),
+    ({"version": True, "streams": {}}, "not a version 1 policy file"),     # True == 1 in Python
     ({"version": 1}, 'no "streams" object'),
     ({"version": 1, "streams": {"a": -1}}, "stream -1; accepted values"),
     ({"version": 1, "streams": {"a": True}}, "stream True"),
@@ -352,3 +360,23 @@ def test_missing_policy_file_and_bad_cost_file(tmp_path):
     bad = _write(tmp_path, {"version": 1, "costs": {"a": "slow"}}, "c.json")
     with pytest.raises(OptionError, match="pyge.costFile.*node 'a'"):
         _policy(g, "list_schedule", 2, **{"pyge.costFile": bad})
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"version": 1, "costs": {"a": 5}, "event_us": "fast"}', "event_us is 'fast'"),
+    ('{"version": 1, "costs": {"a": 5}, "event_us": null}', "event_us is None"),
+    ('{"version": 1, "costs": {"a": 5}, "event_us": -100}', "event_us is -100"),
+    ('{"version": 1, "costs": {"a": 5}, "launch_us": Infinity}', "launch_us is inf"),
+    ('{"version": 1, "costs": {"a": NaN}}', "cost of node 'a' is nan"),
+    ('{"version": 1, "costs": {"a": 1e308}}', "cost of node 'a' is 1e+308"),
+    ('{"version": 1, "unit": "ms", "costs": {"a": 5}}', "unit is 'ms'"),
+    ('{"version": true, "costs": {"a": 5}}', "not a version 1 cost file"),
+])
+def test_bad_cost_file_fields_are_option_errors(tmp_path, content, message):
+    # these used to escape as ValueError/TypeError/OverflowError, or be taken as given
+    g = _branches({"a": 10.0})
+    path = _write(tmp_path, content, "c.json")
+    for policy in ALL:
+        with pytest.raises(OptionError, match="pyge.costFile") as err:
+            _policy(g, policy, 2, **{"pyge.costFile": path})
+        assert path in str(err.value) and message in str(err.value)

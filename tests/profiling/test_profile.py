@@ -90,7 +90,8 @@ def test_plot_png(split_profile, tmp_path):
     split_profile.plot(tmp_path / "run0.png", run=0)
 
 
-@pytest.mark.parametrize("runs,warmup", [(0, 1), (2, -1), ("x", 0)])
+@pytest.mark.parametrize("runs,warmup", [(0, 1), (2, -1), ("x", 0), (1.5, 0), (True, 0), (2, 0.5),
+                                         (float("inf"), 0), (float("nan"), 0)])
 def test_bad_counts(runs, warmup):
     with pytest.raises(OptionError, match="runs"):
         reference_model(False).profile(feeds(), runs=runs, warmup=warmup)

@@ -60,6 +60,16 @@ def test_fewer_threads_per_stream_follow_amdahl(tmp_path):
     assert amdahl(1e-3, 2e-3, 2, 2) == pytest.approx(1e-3)
     assert amdahl(1e-3, 2e-3, 2, 1) == pytest.approx(2e-3)
     assert amdahl(1e-3, 1e-3, 4, 1) == pytest.approx(1e-3)                 # no scaling at all
+    assert amdahl(1e-3, 0.5e-3, 2, 1) == pytest.approx(1e-3)               # one thread measured faster
+
+
+def test_one_thread_measured_faster_does_not_beat_the_critical_path(tmp_path):
+    # tiny ops often run faster on one thread than on all; the simulator used to take the
+    # one-thread time for a 2-stream plan and report 1 ms against a 2 ms critical path
+    m = _compile(_pair(False), {"a": 0, "b": 1}, tmp_path)
+    c = _costs({"a": 1e-3, "b": 2e-3}, one={"a": 0.5e-3, "b": 1e-3})
+    r = simulate(m.plan, c, _dev(cores=2))
+    assert r.makespan >= critical_path_bound(m.plan, c) == pytest.approx(2e-3)
 
 
 def test_a_cross_stream_edge_costs_an_event(tmp_path):
@@ -129,3 +139,22 @@ def test_critical_path_bound_of_a_diamond(tmp_path):
     c = _costs({"top": 1.0, "left": 5.0, "right": 3.0, "join": 1.0})
     assert critical_path_bound(m.plan, c) == pytest.approx(7.0)
     assert simulate(m.plan, c, _dev()).makespan == pytest.approx(7.0)
+
+
+def test_cpu_threads_follow_the_executors_rule(tmp_path):
+    # executors/cpu.py gives the main stream ceil(C / average parallelism) threads, the side
+    # streams what is left (at least 1). The simulator used to give every stream C // k, so
+    # a long chain beside one tiny op ran at one-thread speed: 8 ms here instead of ~4
+    b = pyge.GraphBuilder("chain_and_tiny")
+    x = b.input("x", "float32", (4,))
+    v = x
+    for name in "abcd":
+        v = b.op("Relu", [v], name=name)
+    b.graph.outputs += [v, b.op("Abs", [x], name="e")]
+    m = _compile(b.build(), {"a": 0, "b": 0, "c": 0, "d": 0, "e": 1}, tmp_path)
+    c = _costs({"a": 1e-3, "b": 1e-3, "c": 1e-3, "d": 1e-3, "e": 1e-4},
+               one={"a": 2e-3, "b": 2e-3, "c": 2e-3, "d": 2e-3, "e": 2e-4})    # perfect 2x scaling
+    assert 4e-3 <= simulate(m.plan, c, _dev(cores=2)).makespan < 4.5e-3
+    # an op that does not scale keeps one core busy, whatever threads it holds
+    c = _costs({"a": 1e-3, "b": 1e-3, "c": 1e-3, "d": 1e-3, "e": 1e-3})
+    assert simulate(m.plan, c, _dev(cores=2)).makespan == pytest.approx(4e-3)

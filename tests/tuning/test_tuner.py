@@ -96,6 +96,11 @@ def test_costs_round_trip_and_static_fallback(tmp_path):
     assert set(s.times) == {n.name for n in compiled.nodes} and s.source == "static"
     feeds = random_feeds(g)
     assert feeds["x"].shape == (16, 16) and feeds["x"].dtype == np.float32
+    data = json.loads((tmp_path / "c.json").read_text())
+    data["costs_1t"], data["threads"] = {"x": "slow"}, "many"
+    (tmp_path / "c.json").write_text(json.dumps(data))
+    with pytest.raises(pyge.PygeError, match="c.json.*threads is 'many'"):
+        OpCosts.load(tmp_path / "c.json")
 
 
 def test_pyge_tune_command(tmp_path, capsys):
@@ -115,3 +120,35 @@ def test_pyge_tune_command(tmp_path, capsys):
     bad = parser.parse_args(["tune", str(model), "--streams", "0"])
     with pytest.raises(pyge.PygeError, match="--streams"):
         run_tune(bad)
+    for budget in ("nan", "inf", "-1"):      # nan ran all 200 rounds, whatever the machine
+        with pytest.raises(pyge.OptionError, match="--budget-s"):
+            run_tune(parser.parse_args(["tune", str(model), "--budget-s", budget]))
+
+
+def test_tune_on_cuda_without_a_gpu_is_an_option_error():
+    # used to escape from torch as "AssertionError: Torch not compiled with CUDA enabled"
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    g = pyge.load_onnx(_branchy_onnx(branches=2, n=16))
+    with pytest.raises(pyge.OptionError, match="CUDA is not available"):
+        tune(g, "cuda", stream_counts=[2], top=1, budget_s=0.1)
+    with pytest.raises(pyge.OptionError, match="CUDA is not available"):     # costs given: the timing
+        tune(g, "cuda", costs=static_costs(pyge.compile(g).graph, "cuda"), stream_counts=[2], top=1,
+             budget_s=0.1)
+
+
+@pytest.mark.parametrize("flag", ["-o", "--costs", "--json"])
+def test_pyge_tune_refuses_an_unwritable_output_before_tuning(tmp_path, monkeypatch, flag):
+    # these used to fail with a bare OSError after the whole tuning (a minute by default)
+    import pyge.tuning.tuner as tuner
+    monkeypatch.setattr(tuner, "tune", lambda *a, **k: pytest.fail("tuned before checking the outputs"))
+    model = tmp_path / "branchy.onnx"
+    onnx.save(_branchy_onnx(branches=2, n=16), model)
+    parser = argparse.ArgumentParser(prog="pyge")
+    add_tune_parser(parser.add_subparsers(dest="command"))
+    bad = str(tmp_path / "missing" / "out.json")
+    with pytest.raises(pyge.PygeError, match=f"{flag}.*missing/out.json' cannot be written"):
+        run_tune(parser.parse_args(["tune", str(model), flag, bad]))
+    with pytest.raises(pyge.PygeError, match="is a folder"):
+        run_tune(parser.parse_args(["tune", str(model), flag, str(tmp_path)]))

@@ -24,7 +24,11 @@ log = logging.getLogger(__name__)
 def _check_counts(runs: Any, warmup: Any) -> tuple[int, int]:
     try:
         r, w = int(runs), int(warmup)
-    except (TypeError, ValueError) as err:
+        # int() would truncate 1.5 to 1 and take True for 1: not counts anyone meant
+        if isinstance(runs, (bool, float)) or isinstance(warmup, (bool, float)):
+            if isinstance(runs, bool) or isinstance(warmup, bool) or r != runs or w != warmup:
+                raise ValueError
+    except (TypeError, ValueError, OverflowError) as err:
         raise OptionError(f"profile: runs={runs!r} and warmup={warmup!r} must be integers") from err
     if r < 1 or w < 0:
         raise OptionError(f"profile: runs must be >= 1 and warmup >= 0, got runs={r}, warmup={w}")

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import tempfile
 from pathlib import Path
 
-from ..errors import OptionError
+from ..errors import OptionError, PygeError
 
 _DESCRIPTION = """\
 Measure every operator on the device, build candidate stream plans (single stream, GE's
@@ -59,6 +62,18 @@ def _stream_counts(text: str | None) -> list[int] | None:
     return ks
 
 
+def _check_writable(flag: str, path: Path) -> None:
+    """Fail before minutes of tuning, not after: `path`'s folder must take a new file."""
+    if path.is_dir():
+        raise PygeError(f"{flag} {str(path)!r} is a folder, not a file")
+    try:                                 # os.access is not enough (root, read-only mounts)
+        fd, probe = tempfile.mkstemp(prefix=".pyge_tune_probe_", dir=path.parent)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as err:
+        raise PygeError(f"{flag} {str(path)!r} cannot be written: {err.strerror or err}") from err
+
+
 def run_tune(args: argparse.Namespace) -> int:
     """Carry out `pyge tune`; returns the exit status (0)."""
     from ..cli_models import load_graph, options_of
@@ -69,10 +84,15 @@ def run_tune(args: argparse.Namespace) -> int:
     ks = _stream_counts(args.streams)
     if args.top < 1:
         raise OptionError(f"--top {args.top} is out of range; accepted values: an integer >= 1")
+    if not (math.isfinite(args.budget_s) and args.budget_s >= 0):     # nan would never end the rounds early
+        raise OptionError(f"--budget-s {args.budget_s} is out of range; accepted values: seconds >= 0")
+    out = Path(args.output) if args.output else Path(args.model).with_suffix(".policy.json")
+    for flag, path in (("-o/--output", out), ("--costs", args.costs), ("--json", args.json)):
+        if path:
+            _check_writable(flag, Path(path))
     graph = load_graph(args.model)
     result = tune(graph, device=args.device, options=options, stream_counts=ks, top=args.top,
                   budget_s=args.budget_s)
-    out = Path(args.output) if args.output else Path(args.model).with_suffix(".policy.json")
     result.write(out)
     if args.costs:
         result.costs.save(args.costs)

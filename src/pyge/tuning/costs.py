@@ -28,7 +28,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..ir.graph import Graph
-from ..passes.policies._dag import COST_FILE_VERSION, CostTable, load_costs
+from ..errors import OptionError
+from ..passes.policies._dag import COST_FILE_VERSION, CostTable, cost_us, load_costs
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +77,15 @@ class OpCosts:
     @classmethod
     def load(cls, path: str | Path) -> "OpCosts":
         t = load_costs(path)
-        one = {k: float(v) * 1e-6 for k, v in (t.extra.get("costs_1t") or {}).items()}
+        one_us = t.extra.get("costs_1t") or {}
+        threads = t.extra.get("threads", 1)
+        if not isinstance(one_us, dict) or isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise OptionError(f"option pyge.costFile: {str(path)!r}: costs_1t must map node names to "
+                              f"microseconds and threads be an integer >= 1 (threads is {threads!r})")
+        one = {str(k): cost_us(path, f"costs_1t of node {k!r}", v) for k, v in one_us.items()}
         return cls(device=t.device or "cpu", times=t.costs, times_1t=one,
-                   threads=int(t.extra.get("threads", 1)), source=str(t.extra.get("source", "measured")),
-                   event_s=t.event_s, launch_s=t.launch_s, host_s=float(t.extra.get("host_us", 0.0)) * 1e-6)
+                   threads=threads, source=str(t.extra.get("source", "measured")),
+                   event_s=t.event_s, launch_s=t.launch_s, host_s=cost_us(path, "host_us", t.extra.get("host_us", 0.0)))
 
 
 def random_feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
@@ -171,6 +177,7 @@ def _run_hooked_cuda(model, feeds, runs: int, warmup: int) -> dict[str, float]:
     import torch
 
     from ..kernels.runtime import to_torch
+    model.executor    # built first: no usable CUDA device is its OptionError, not torch's assertion
     # Feeds on the device first: copying a numpy feed from pageable memory inside run()
     # would wait for the sleep kernel below, and the events would then time launch gaps.
     feeds = {k: to_torch(v, model.device) for k, v in feeds.items()}

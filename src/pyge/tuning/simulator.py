@@ -14,10 +14,13 @@ The model, in four parts:
   full speed; above that, all slow down by the same factor 1 / sum(d). So two small
   kernels overlap for free, while two convolutions that each fill the GPU take as long
   together as one after the other - the reference's warning that concurrency can fail to pay.
-* CPU: the executor splits the thread budget C over the k busy streams (C // k threads
-  each, at least 1), so an operator of a k-stream plan runs with p threads: its alone-time
-  follows Amdahl's law through the measured times with C threads and with 1 thread, and its
-  demand is p / C (more streams than cores oversubscribe the cores: sum(d) > 1).
+* CPU: the executor's thread rule (executors/cpu.py): with k > 1 busy streams the main
+  stream (the first busy one) gets ceil(C / a) of the budget C, a being the plan's average
+  parallelism, and each side stream what is left, split evenly, at least 1. So an operator
+  runs with p threads: its alone-time follows Amdahl's law through the measured times with
+  C threads and with 1 thread, and its demand is the cores it keeps busy over C: its
+  speed-up over one thread (p if unknown), at most p (more threads than cores oversubscribe
+  the cores: sum(d) > 1; an operator that does not scale holds one core, whatever its p).
   CUDA: d comes from the fraction of peak FLOP/s or bytes/s the measured time achieves
   (a kernel at 5% of peak leaves most SMs free), at least 1/20.
 """
@@ -67,17 +70,24 @@ class SimResult:
 
 def op_profile(plan: Plan, costs: OpCosts, dev: DeviceModel, graph=None) -> tuple[list[float], list[float]]:
     """(alone-time, demand) of every plan node on `dev`, for this plan's stream count."""
-    busy = max(1, sum(1 for s in plan.streams if any(st.kind == LAUNCH for st in s)))
+    busy = [s for s, steps in enumerate(plan.streams) if any(st.kind == LAUNCH for st in steps)]
+    main_p = side_p = dev.cores
+    if dev.kind == "cpu" and len(busy) > 1:     # the CPU executor's rule, see the module doc
+        from ..executors.cpu import average_parallelism, intra_op_threads, side_threads
+        main_p = intra_op_threads(dev.cores, min(average_parallelism(plan), len(busy)))
+        side_p = side_threads(dev.cores, main_p, len(busy) - 1)
     times, demands = [], []
     nodes = {n.name: n for n in graph.nodes} if graph is not None else {}
     for pn in plan.nodes:
         t = costs.times.get(pn.name, 0.0)
         if dev.kind == "cpu":
-            p = max(1, dev.cores // busy)
+            p = min(dev.cores, main_p if pn.stream == busy[0] else side_p)
             t1 = costs.times_1t.get(pn.name)
             if t1 is not None and p < dev.cores:
                 t = amdahl(t, t1, dev.cores, p)
-            d = p / dev.cores
+            # cores it keeps busy: its speed-up over one thread (at most its p threads)
+            used = p if t1 is None or t <= 0 else min(p, max(1.0, t1 / t))
+            d = used / dev.cores
         else:
             d = gpu_demand(nodes.get(pn.name), t, dev)
         times.append(t)
@@ -86,11 +96,15 @@ def op_profile(plan: Plan, costs: OpCosts, dev: DeviceModel, graph=None) -> tupl
 
 
 def amdahl(t_c: float, t_1: float, c: int, p: int) -> float:
-    """Time with p threads, given the times with c threads and with 1 (Amdahl's law)."""
+    """Time with p <= c threads, given the times with c threads and with 1 (Amdahl's law).
+    Never below t_c: where one thread measured faster than c (a tiny operator, thread
+    start-up dominating) Amdahl has no serial fraction that fits, and taking t_1 would make
+    a plan look faster than the critical path of the measured times (a 2-stream plan of two
+    ops "beating" both ops' own times)."""
     if c <= 1 or t_1 <= 0:
         return t_c
     serial = min(1.0, max(0.0, (t_c / t_1 - 1.0 / c) / (1.0 - 1.0 / c)))
-    return t_1 * (serial + (1.0 - serial) / p)
+    return max(t_c, t_1 * (serial + (1.0 - serial) / p))
 
 
 def gpu_demand(node, t: float, dev: DeviceModel) -> float:

@@ -164,6 +164,7 @@ def _runner(model, feeds: Mapping[str, Any], device: str):
     if device_kind(device) != "cuda":
         return lambda: model.run(feeds)
     import torch
+    model.executor    # built first: no usable CUDA device is its OptionError, not torch's assertion
     dev_feeds = {k: torch.as_tensor(v).to(device) for k, v in feeds.items()}
 
     def run():

@@ -53,6 +53,18 @@ class CostTable:
         return cost
 
 
+MAX_COST_US = 1e12    # 11.6 days: anything above is a unit mistake, and overflows the ns keys
+
+
+def cost_us(path: str | Path, what: str, us) -> float:
+    """A microseconds field of cost file `path` as seconds; OptionError naming file and field
+    unless it is a finite number 0..MAX_COST_US (not a bool, a string, NaN or Infinity)."""
+    if isinstance(us, bool) or not isinstance(us, (int, float)) or not 0 <= us <= MAX_COST_US:
+        raise OptionError(f"option pyge.costFile: {str(path)!r}: {what} is {us!r}, "
+                          f"expected a number of microseconds 0..{MAX_COST_US:g}")
+    return float(us) * 1e-6
+
+
 def load_costs(path: str | Path) -> CostTable:
     """Read a cost file: {"version": 1, "unit": "us", "costs": {node: us}, "event_us": x}."""
     p = Path(path)
@@ -62,19 +74,16 @@ def load_costs(path: str | Path) -> CostTable:
         raise OptionError(f"option pyge.costFile: cannot read {str(p)!r}: {err.strerror or err}") from err
     except ValueError as err:
         raise OptionError(f"option pyge.costFile: {str(p)!r} is not valid JSON: {err}") from err
-    if not isinstance(data, dict) or data.get("version") != COST_FILE_VERSION or \
-            not isinstance(data.get("costs"), dict):
+    if not isinstance(data, dict) or isinstance(data.get("version"), bool) or \
+            data.get("version") != COST_FILE_VERSION or not isinstance(data.get("costs"), dict):
         raise OptionError(f"option pyge.costFile: {str(p)!r} is not a version {COST_FILE_VERSION} "
                           'cost file ({"version": 1, "unit": "us", "costs": {node name: microseconds}})')
-    costs = {}
-    for name, us in data["costs"].items():
-        if isinstance(us, bool) or not isinstance(us, (int, float)) or us < 0:
-            raise OptionError(f"option pyge.costFile: {str(p)!r}: cost of node {name!r} is {us!r}, "
-                              "expected a number of microseconds >= 0")
-        costs[str(name)] = float(us) * 1e-6
+    if data.get("unit", "us") != "us":
+        raise OptionError(f"option pyge.costFile: {str(p)!r}: unit is {data['unit']!r}; accepted values: \"us\"")
+    costs = {str(name): cost_us(p, f"cost of node {name!r}", us) for name, us in data["costs"].items()}
     extra = {k: v for k, v in data.items() if k not in ("version", "unit", "costs")}
-    return CostTable(costs=costs, event_s=float(data.get("event_us", EVENT_S * 1e6)) * 1e-6,
-                     launch_s=float(data.get("launch_us", 0.0)) * 1e-6,
+    return CostTable(costs=costs, event_s=cost_us(p, "event_us", data.get("event_us", EVENT_S * 1e6)),
+                     launch_s=cost_us(p, "launch_us", data.get("launch_us", 0.0)),
                      device=str(data.get("device", "")), extra=extra)
 
 

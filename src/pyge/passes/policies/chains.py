@@ -11,7 +11,9 @@
 2. Each chain is a stream. Where there are more chains than pyge.maxStreams, chains are
    merged: by decreasing work, a chain joins a stream whose as-soon-as-possible busy time
    it does not overlap at all (no concurrency lost), else takes a new stream while the
-   budget lasts, else joins the stream it overlaps least.
+   budget lasts, else joins the stream it overlaps least (ties: the one with the least work
+   so far; the busy time is a union, so it does not grow when an equal chain joins, and
+   without this every equal branch of a wide graph would pile onto one stream).
 """
 from __future__ import annotations
 
@@ -157,6 +159,7 @@ def merge_chains(view: DagView, chains: list[list[int]], k: int) -> list[list[in
     order = sorted(range(len(chains)), key=lambda c: (-round(work[c] * 1e9), chains[c][0]))
     streams: list[list[int]] = []
     spans: list[list[tuple[float, float]]] = []
+    load: list[float] = []
     for c in order:
         ov = [_overlap(busy[c], sp) for sp in spans]
         free = [s for s, o in enumerate(ov) if o <= tol]
@@ -166,10 +169,12 @@ def merge_chains(view: DagView, chains: list[list[int]], k: int) -> list[list[in
             s = len(streams)
             streams.append([])
             spans.append([])
+            load.append(0.0)
         else:
-            s = min(range(len(streams)), key=lambda t: (round(ov[t] * 1e9), t))
+            s = min(range(len(streams)), key=lambda t: (round(ov[t] * 1e9), round(load[t] * 1e9), t))
         streams[s].extend(chains[c])
         spans[s] = _union(spans[s], busy[c])
+        load[s] += work[c]
     return streams
 
 

@@ -61,7 +61,7 @@ def read_policy_file(path: str | Path) -> PolicyFile:
         raise _bad(p, f"cannot be read: {err.strerror or err}") from err
     except ValueError as err:
         raise _bad(p, f"is not valid JSON: {err}") from err
-    if not isinstance(data, dict) or data.get("version") != VERSION:
+    if not isinstance(data, dict) or isinstance(data.get("version"), bool) or data.get("version") != VERSION:
         raise _bad(p, f'is not a version {VERSION} policy file ({{"version": 1, "streams": {{node: id}}}})')
     streams = data.get("streams")
     if not isinstance(streams, dict):
