@@ -400,6 +400,14 @@ def test_mod_signs(fmod, dtype):
     check("Mod", {"a": a, "b": b}, {"fmod": fmod}, 13)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_sign_keeps_nan(dtype):
+    # torch.sign(NaN) is 0; ONNX's Sign (numpy's sign, onnxruntime) returns NaN.
+    x = np.array([np.nan, -np.inf, -2.5, -0.0, 0.0, 3.0, np.inf], dtype)
+    check("Sign", {"x": x}, None, 13)
+    check("Sign", {"x": np.array([-3, 0, 4], np.int32)}, None, 13)
+
+
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Equal", "Less",
                                 "Greater", "Sum", "Mean"])
 def test_broadcasting(op):

@@ -118,10 +118,19 @@ for _name, _fn in {
     "Round": torch.round, "Sin": torch.sin, "Cos": torch.cos, "Tan": torch.tan,
     "Asin": torch.asin, "Acos": torch.acos, "Atan": torch.atan, "Sinh": torch.sinh,
     "Cosh": torch.cosh, "Asinh": torch.asinh, "Acosh": torch.acosh, "Atanh": torch.atanh,
-    "Tanh": torch.tanh, "Sigmoid": torch.sigmoid, "Erf": torch.erf, "Sign": torch.sign,
+    "Tanh": torch.tanh, "Sigmoid": torch.sigmoid, "Erf": torch.erf,
     "IsNaN": torch.isnan, "Det": torch.linalg.det,
 }.items():
     register(_name)(unary(_fn))
+
+
+def _sign(x):
+    y = torch.sign(x)
+    # torch.sign(NaN) is 0; ONNX (numpy's sign, onnxruntime) keeps the NaN.
+    return torch.where(torch.isnan(x), x, y) if x.is_floating_point() else y
+
+
+register("Sign")(unary(_sign))
 
 
 @register("IsInf", since=10)
