@@ -155,6 +155,34 @@ def test_reduce_noop_with_empty_axes():
     np.testing.assert_array_equal(_pyge(m, {"x": x})[0], x)
 
 
+@pytest.mark.parametrize("op,fn", [
+    ("ReduceL1", np.abs), ("ReduceL2", np.abs), ("ReduceSumSquare", np.square),
+    ("ReduceLogSum", np.log), ("ReduceLogSumExp", lambda x: x), ("ReduceMean", lambda x: x),
+])
+def test_reduce_over_no_axis_keeps_elementwise_steps(op, fn):
+    # Reducing over an empty set of axes (noop_with_empty_axes=1, or a 0-d input) skips
+    # only the reduction: ReduceL1 is still Abs, ReduceSumSquare still Square...
+    x = np.abs(f32(2, 3)) * np.array([1, -1, 1], np.float32) + 0.5
+    m = _model(op, {"x": x}, {"noop_with_empty_axes": 1}, 18)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(_pyge(m, {"x": x})[0], fn(x), rtol=1e-6)
+        x0 = np.array(-2.5, np.float32)
+        got = _pyge(_model(op, {"x": x0}, {"keepdims": 0}, 13), {"x": x0})[0]
+        assert got.shape == ()
+        np.testing.assert_allclose(got, fn(x0), rtol=1e-6)
+
+
+def test_reduce_integer_results_keep_the_type():
+    x = np.array([[3, 3, -2], [-3, -3, -9], [1, 2, 3]], np.int32)
+    for op, exp in [("ReduceProd", [-18, -81, 6]), ("ReduceLogSumExp", [3, -2, 3]),
+                    ("ReduceLogSum", [2, 2, 1])]:
+        xx = np.abs(x) if op == "ReduceLogSum" else x
+        got = _pyge(_model(op, {"x": xx, "a": np.array([1], np.int64)}, {"keepdims": 0}, 18,
+                           consts=("a",)), {"x": xx})[0]
+        assert got.dtype == np.int32, (op, got.dtype)
+        np.testing.assert_array_equal(got, exp)
+
+
 @pytest.mark.parametrize("opset", [11, 13])
 def test_squeeze_unsqueeze_opsets(opset):
     x = f32(1, 3, 1, 4)

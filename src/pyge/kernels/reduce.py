@@ -44,7 +44,7 @@ def _min(x, dims, keep):
 
 def _prod(x, dims, keep):
     for d in sorted(dims, reverse=True):  # torch.prod takes one axis at a time
-        x = torch.prod(x, d, keepdim=keep)
+        x = torch.prod(x, d, keepdim=keep, dtype=x.dtype)  # no widening of int32 to int64
     return x
 
 
@@ -74,14 +74,24 @@ def _sum_square(x, dims, keep):
 
 
 def _log_sum(x, dims, keep):
-    return torch.log(torch.sum(x, dims, keep))
+    if x.is_floating_point():
+        return torch.log(torch.sum(x, dims, keep))
+    # Integer input: the result keeps the input's type (computed in double, truncated).
+    return torch.log(torch.sum(x, dims, keep, dtype=torch.float64)).to(x.dtype)
 
 
 def _log_sum_exp(x, dims, keep):
     if x.numel() == 0:
         return _empty_fill(x, dims, keep, -math.inf)
-    return torch.logsumexp(x, dims, keep)
+    if x.is_floating_point():
+        return torch.logsumexp(x, dims, keep)
+    return torch.logsumexp(x.double(), dims, keep).to(x.dtype)
 
+
+# Reducing over no axis (noop_with_empty_axes=1 with no axes, or a 0-d input) is the
+# identity for these; the composite reductions still apply their elementwise steps
+# (ReduceL1 -> Abs, ReduceSumSquare -> Square, ReduceLogSum -> Log...).
+_PLAIN = {_sum, _mean, _max, _min, _prod, _log_sum_exp}
 
 _OPS = {
     "ReduceSum": (_sum, 13), "ReduceMean": (_mean, 18), "ReduceMax": (_max, 18),
@@ -96,16 +106,16 @@ def _factory(op, axes_input_since):
         keep = bool(ctx.attr("keepdims", 1))
         noop = bool(ctx.attr("noop_with_empty_axes", 0))
         axes, dyn = int_input(ctx, 1, "axes", axes_input_since - 1)
+        plain = op in _PLAIN
 
         def run(x, ax):
             if not ax:
-                if noop:
-                    return x
-                dims = tuple(range(x.ndim))
+                dims = () if noop else tuple(range(x.ndim))
             else:
                 dims = tuple(sorted({norm_axis(a, x.ndim) for a in ax}))
-            if not dims:  # a 0-d input: nothing to reduce
-                return x
+            if not dims:  # nothing to reduce
+                # A reduction over one size-1 axis: the composites' elementwise steps.
+                return x if plain else op(x.unsqueeze(-1), (x.ndim,), False)
             return op(x, dims, keep)
 
         if dyn:
