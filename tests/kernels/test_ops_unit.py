@@ -108,6 +108,17 @@ def test_softmax_family_opsets(op, opset, axis):
     check(op, {"x": f32(2, 3, 4, 5)}, attrs, opset, ref="ort")
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("opset,shape", [(11, (0, 1, 4)), (11, (3, 0, 2)), (13, (3, 0, 0)),
+                                         (13, (2, 0))])
+def test_softmax_family_empty_inputs(op, opset, shape):
+    # An empty input gives an empty output (the opset-11 2-D coercion and Hardmax's argmax
+    # raised on zero-size dimensions).
+    x = np.zeros(shape, np.float32)
+    got = _pyge(_model(op, {"x": x}, {}, opset), {"x": x})[0]
+    assert got.shape == shape and got.dtype == np.float32
+
+
 @pytest.mark.parametrize("const", [True, False])
 @pytest.mark.parametrize("opset,attrs,split", [
     (11, {"axis": 1, "split": [2, 4]}, None),

@@ -29,7 +29,7 @@ def _softmax_family(op):
             ax = norm_axis(axis, x.ndim) if x.ndim else 0
             if ax >= x.ndim - 1:  # rows are the last axis already: no reshape needed
                 return [op(x, -1)]
-            rows = x.reshape(math.prod(x.shape[:ax]), -1)
+            rows = x.reshape(math.prod(x.shape[:ax]), math.prod(x.shape[ax:]))
             return [op(rows, 1).reshape(x.shape)]
         return fn
     return factory
@@ -37,6 +37,8 @@ def _softmax_family(op):
 
 def _hardmax(x, axis):
     ax = norm_axis(axis, x.ndim)
+    if x.numel() == 0:  # (argmax refuses an empty axis)
+        return torch.zeros_like(x)
     idx = torch.argmax(x, ax, keepdim=True)  # first index among ties
     return torch.zeros_like(x).scatter_(ax, idx, 1)
 
