@@ -215,6 +215,16 @@ def test_clip_forms(opset, attrs, bounds):
     check("Clip", {"x": f32(4, 5), **bounds}, attrs, opset, consts=tuple(bounds))
 
 
+def test_clip6_default_bounds_are_the_float_range():
+    # Clip-6's min/max default to -/+3.4028234663852886e38: infinities are clipped to them.
+    x = np.array([-np.inf, -1.0, 2.0, np.inf], np.float32)
+    big = np.finfo(np.float32).max
+    got = _pyge(_model("Clip", {"x": x}, {"max": 1.0}, 6), {"x": x})[0]
+    np.testing.assert_array_equal(got, [-big, -1.0, 1.0, 1.0])
+    got = _pyge(_model("Clip", {"x": x}, {}, 6), {"x": x})[0]
+    np.testing.assert_array_equal(got, [-big, -1.0, 2.0, big])
+
+
 def test_clip_int():
     x = np.arange(-5, 6, dtype=np.int32)
     check("Clip", {"x": x, "lo": np.int32(-2), "hi": np.int32(3)}, None, 13)

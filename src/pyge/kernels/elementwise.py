@@ -223,6 +223,9 @@ def where(ctx):
 @register("Clip", until=10)
 def clip_attr(ctx):
     lo, hi = ctx.attr("min"), ctx.attr("max")
+    if ctx.opset >= 6:  # Clip-6's defaults are the float range, which -inf/inf do not pass
+        lo = -3.4028234663852886e38 if lo is None else lo
+        hi = 3.4028234663852886e38 if hi is None else hi
     return lambda xs: [torch.clamp(xs[0], lo, hi) if lo is not None or hi is not None else xs[0]]
 
 
