@@ -268,8 +268,32 @@ def test_slice_matches_numpy(spec):
     m = _model("Slice", {"x": x, "s": starts, "e": ends, "a": axes, "p": steps}, None, 13,
                consts=("s", "e", "a", "p"))
     got = _pyge(m, {"x": x})[0]
-    exp = x[tuple(slice(s, e, p) for s, e, p in spec)]
+    exp = x[tuple(_onnx_slice(s, e, p, d) for (s, e, p), d in zip(spec, x.shape))]
     np.testing.assert_array_equal(got, exp)
+
+
+def _onnx_slice(start, end, step, dim):
+    """The spec's clamping as a numpy slice. It is numpy's, except that for negative steps a
+    start below -dim is clamped to 0 (numpy: an empty range)."""
+    if step > 0:
+        return slice(start, end, step)
+    s = min(max(start + dim if start < 0 else start, 0), dim - 1)
+    e = min(max(end + dim if end < 0 else end, -1), dim - 1)
+    return slice(s, None if e < 0 else e, step)
+
+
+@pytest.mark.parametrize("const", [True, False])
+def test_slice_negative_step_start_below_minus_dim(const):
+    # starts < -dim are clamped to 0 for negative steps: element 0 is taken (numpy's and
+    # Python's slices give nothing there); onnxruntime agrees.
+    x = np.arange(4, dtype=np.float32)
+    for st, en, sp, exp in [(-5, -6, -3, [0.0]), (-9, -2**63, -1, [0.0]), (-9, 2, -1, []),
+                            (-3, -2**31, -2, [1.0])]:
+        i64 = lambda v: np.array([v], np.int64)  # noqa: E731
+        inputs = {"x": x, "s": i64(st), "e": i64(en), "a": i64(0), "p": i64(sp)}
+        consts = ("s", "e", "a", "p") if const else ()
+        got = _pyge(_model("Slice", inputs, None, 13, consts=consts), _feeds(inputs, consts))[0]
+        np.testing.assert_array_equal(got, np.array(exp, np.float32))
 
 
 @pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])

@@ -204,7 +204,12 @@ def _slice(x, starts, ends, axes, steps):
             idx[ax] = slice(_clip(st), _clip(en), sp)
             continue
         # torch has no negative steps: take the covered range, flip it, then step.
-        s, e, p = slice(st, en, sp).indices(x.shape[ax])
+        # ONNX clamps start to [0, dim-1] and end to [-1, dim-1] here (Python's slice would
+        # clamp a start below -dim to -1: an empty range where ONNX takes element 0).
+        dim = x.shape[ax]
+        s = min(max(st + dim if st < 0 else st, 0), dim - 1)
+        e = min(max(en + dim if en < 0 else en, -1), dim - 1)
+        p = sp
         count = len(range(s, e, p))
         if count == 0:
             idx[ax] = slice(0, 0)
