@@ -531,6 +531,15 @@ def test_gather(indices, const):
           consts=("i",) if const else ())
 
 
+@pytest.mark.parametrize("b,x_shape,i_shape", [(1, (0, 3, 2), (0, 1, 1)),
+                                           (2, (2, 0, 4), (2, 0, 3, 1)), (0, (3, 2), (0, 2))])
+def test_gather_nd_empty(b, x_shape, i_shape):
+    # Zero batch entries or zero index tuples: an empty result of the right shape (the
+    # batch reshape used -1, which torch cannot infer for 0 elements).
+    x, i = np.zeros(x_shape, np.float32), np.zeros(i_shape, np.int64)
+    check("GatherND", {"x": x, "i": i}, {"batch_dims": b}, 13, ref="ort")
+
+
 @pytest.mark.parametrize("largest", [0, 1])
 def test_topk_ties_keep_lower_index(largest):
     x = np.array([[3, 1, 3, 2, 1, 3], [0, 0, 0, 0, 0, 0]], np.float32)

@@ -50,7 +50,7 @@ def gather_nd(ctx):
         nb = math.prod(bshape)
         data = x.reshape((nb,) + tuple(x.shape[b:]))
         dims = _small_ints(cache, tuple(x.shape[b:b + k]), x.device)
-        ix = _wrap(idx.reshape(nb, -1, k), dims)
+        ix = _wrap(idx.reshape(nb, math.prod(ishape), k), dims)  # (no -1: nb may be 0)
         # Index (batch, i0, ..., ik-1) at once with advanced indexing.
         bidx = torch.arange(nb, device=x.device).reshape(nb, 1).expand(nb, ix.shape[1])
         out = data[(bidx,) + tuple(ix[..., j] for j in range(k))]
