@@ -438,6 +438,15 @@ def test_average_pool_dilated_3d():
           {"kernel_shape": [2, 2, 3], "dilations": [2, 1, 2], "pads": [1, 0, 1, 1, 0, 1]}, 19)
 
 
+@pytest.mark.parametrize("attrs", [{"kernel_shape": [2, 1, 2], "auto_pad": "SAME_UPPER"},
+                                   {"kernel_shape": [2, 3, 3], "strides": [2, 2, 1],
+                                    "pads": [1, 1, 1, 1, 2, 2], "count_include_pad": 1}])
+def test_average_pool_3d_float16(attrs):
+    # torch's CPU avg_pool3d has no float16 kernel; onnxruntime pools float16 in 3-D.
+    check("AveragePool", {"x": f32(1, 2, 5, 6, 6).astype(np.float16)}, attrs, 19, ref="ort",
+          atol=2e-3)
+
+
 @pytest.mark.parametrize("size", [3, 4, 5])
 def test_lrn(size):
     # Checked against the spec's formula in numpy: the ReferenceEvaluator's LRN (onnx 1.23)

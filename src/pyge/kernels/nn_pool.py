@@ -25,6 +25,7 @@ from .registry import register
 _MAX = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 _AVG = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+_HALF = (torch.float16, torch.bfloat16)
 
 
 class _Attrs:
@@ -267,6 +268,9 @@ def average_pool(ctx):
 
     def fn(xs):
         x = xs[0]
+        if x.dtype in _HALF and x.ndim == 5 and x.device.type == "cpu":
+            # torch's CPU avg_pool3d has no half-precision kernel: pool in float32.
+            return [fn([x.float()])[0].to(x.dtype)]
         key = (tuple(x.shape[2:]), x.dtype)
         p = cache.get(key)
         if p is None:
