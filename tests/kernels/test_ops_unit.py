@@ -568,6 +568,14 @@ def test_batch_norm_training_mode():
     check("BatchNormalization", inputs, {"training_mode": 1, "momentum": 0.8}, 15, n_out=3)
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 1), (1, 3, 1, 1, 1), (2, 3, 4)])
+def test_instance_norm_single_spatial_element(shape):
+    # A plane of one element normalises to 0 (the result is the bias); torch's
+    # instance_norm raised "Expected more than 1 spatial element".
+    check("InstanceNormalization", {"x": f32(*shape), "s": f32(3), "b": f32(3)},
+          {"epsilon": 0.1}, 6, ref="ort")
+
+
 @pytest.mark.parametrize("opset", [6, 9, 15])
 def test_batch_norm_inference(opset):
     # Checked against the spec's formula in numpy (onnxruntime has no opset-6 kernel, and

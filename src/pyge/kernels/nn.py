@@ -178,7 +178,16 @@ def batch_norm(ctx):
 @register("InstanceNormalization", since=6)
 def instance_norm(ctx):
     eps = ctx.attr("epsilon", 1e-5)
-    return lambda xs: [F.instance_norm(xs[0], weight=xs[1], bias=xs[2], eps=eps)]
+
+    def fn(xs):
+        x = xs[0]
+        if math.prod(x.shape[2:]) == 1:
+            # One value per plane (torch's instance_norm refuses that): it is its own mean,
+            # so the result is the bias (NaN/inf inputs still give NaN).
+            shape = (1, -1) + (1,) * (x.ndim - 2)
+            return [(x - x) / math.sqrt(eps) * xs[1].reshape(shape) + xs[2].reshape(shape)]
+        return [F.instance_norm(x, weight=xs[1], bias=xs[2], eps=eps)]
+    return fn
 
 
 @register("LayerNormalization", since=17)
