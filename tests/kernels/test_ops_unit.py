@@ -576,6 +576,15 @@ def test_instance_norm_single_spatial_element(shape):
           {"epsilon": 0.1}, 6, ref="ort")
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.float32])
+def test_layer_norm_statistics_have_the_stash_type(dtype):
+    # Mean and InvStdDev are of type U = stash_type (float32 by default), whatever X's type.
+    x = f32(3, 4, 5).astype(dtype)
+    inputs = {"x": x, "s": f32(5).astype(dtype), "b": f32(5).astype(dtype)}
+    check("LayerNormalization", inputs, {"axis": -1}, 17, n_out=3, ref="ort",
+          atol=1e-2 if dtype == np.float16 else 1e-6)
+
+
 @pytest.mark.parametrize("opset", [6, 9, 15])
 def test_batch_norm_inference(opset):
     # Checked against the spec's formula in numpy (onnxruntime has no opset-6 kernel, and

@@ -195,6 +195,7 @@ def layer_norm(ctx):
     axis = ctx.attr("axis", -1)
     eps = ctx.attr("epsilon", 1e-5)
     stash = ctx.attr("stash_type", 1)
+    stat_dtype = {1: torch.float32, 16: torch.bfloat16}.get(stash)
     n_out = ctx.num_outputs
 
     def fn(xs):
@@ -213,6 +214,9 @@ def layer_norm(ctx):
         y = ((xf - mean) * inv).to(x.dtype) * scale
         if bias is not None:
             y = y + bias
+        if n_out > 1 and stat_dtype is not None and mean.dtype != stat_dtype:
+            # Mean and InvStdDev have the stash type (float32 by default, also for double x).
+            mean, inv = mean.to(stat_dtype), inv.to(stat_dtype)
         return [y, mean, inv][:n_out]
     return fn
 
