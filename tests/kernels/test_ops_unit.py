@@ -563,6 +563,17 @@ def test_gemm_variants():
     check("Gemm", {"a": f32(3, 4), "b": f32(4, 5)}, {"alpha": 3.0}, 13)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_gemm_integer_keeps_type(dtype):
+    # Gemm on integers returns T even with float alpha/beta (the reference truncates the
+    # float product, as numpy's astype does); the result was promoted to float32.
+    a, b = RNG.integers(-5, 6, (3, 4)).astype(dtype), RNG.integers(-5, 6, (4, 2)).astype(dtype)
+    c = RNG.integers(-5, 6, (2,)).astype(dtype)
+    check("Gemm", {"a": a, "b": b, "c": c}, {"alpha": 1.5, "beta": -0.5}, 13)
+    check("Gemm", {"a": a, "b": b}, {"alpha": -2.5}, 13)
+    check("Gemm", {"a": a, "b": b, "c": c}, {"alpha": 2.0}, 13)
+
+
 def test_batch_norm_training_mode():
     inputs = {"x": f32(2, 3, 4), "s": f32(3), "b": f32(3), "m": f32(3), "v": np.abs(f32(3)) + 0.5}
     check("BatchNormalization", inputs, {"training_mode": 1, "momentum": 0.8}, 15, n_out=3)

@@ -111,9 +111,12 @@ def gemm(ctx):
             if a.dtype in FLOAT_TYPES:
                 # One fused BLAS call; addmm broadcasts C to (M, N).
                 return [torch.addmm(xs[2], a, b, beta=beta, alpha=alpha)]
-            return [(a @ b) * alpha + xs[2] * beta if (alpha, beta) != (1, 1) else a @ b + xs[2]]
+            if (alpha, beta) == (1, 1):
+                return [a @ b + xs[2]]
+            # Integer types: float alpha/beta must not promote the result (it stays T).
+            return [((a @ b) * alpha + xs[2] * beta).to(a.dtype)]
         out = torch.mm(a, b) if a.dtype in FLOAT_TYPES else a @ b
-        return [out * alpha if alpha != 1.0 else out]
+        return [(out * alpha).to(out.dtype) if alpha != 1.0 else out]
     return fn
 
 
