@@ -115,3 +115,11 @@ def test_fold_to_constants_keeps_values_and_uses():
     assert sorted(n.name for n, _ in out.uses) == sorted(readers)
     with pytest.raises(pyge.GraphError, match="'R': 2 folded values for 1 outputs"):
         g.fold_to_constants(g.node("R"), [arr, arr])
+
+
+def test_fold_to_constants_keeps_0d_values_0d():
+    # np.ascontiguousarray makes a 0-d array 1-d: a folded scalar became shape (1,).
+    g = _diamond()
+    (out,) = g.node("A").outputs
+    g.fold_to_constants(g.node("A"), [np.array(2.5, np.float32)])
+    assert out.shape == () and out.const.shape == ()

@@ -624,6 +624,28 @@ def test_upsample_opset9_nearest():
           {"mode": "nearest"}, 9, consts=("s",), ref="ort")
 
 
+def test_scalar_constants_stay_0d():
+    # Constant's value (and the numpy fallback of uint16/32/64 ops) went through
+    # np.ascontiguousarray, which turns a 0-d array into shape (1,).
+    import pyge
+    c = lambda n, v: helper.make_node(  # noqa: E731
+        "Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.float32)))
+    nodes = [c("a", 2.0), c("b", 3.0), helper.make_node("Mul", ["a", "b"], ["y0"]),
+             helper.make_node("Add", ["x", "a"], ["y1"]), helper.make_node("Identity", ["a"], ["y2"])]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [])],
+                          [onnx.ValueInfoProto(name=f"y{i}") for i in range(3)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    x = np.array(1.0, np.float32)
+    for got in (_pyge(m, {"x": x}), list(pyge.compile(load_onnx(m)).run({"x": x}).values())):
+        assert [a.shape for a in got] == [(), (), ()]
+    for dtype in (np.uint16, np.uint32, np.uint64):
+        a, b = np.array(22, dtype), np.array(3, dtype)
+        got = _pyge(_model("BitShift", {"a": a, "b": b}, {"direction": "LEFT"}, 13),
+                    {"a": a, "b": b})[0]
+        assert got.shape == () and got == 176
+
+
 def test_constant_of_shape_and_range():
     m = _model("ConstantOfShape", {"s": np.array([2, 3], np.int64)},
                {"value": numpy_helper.from_array(np.array([7], np.int32))}, 13)

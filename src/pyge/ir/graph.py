@@ -252,7 +252,7 @@ class Graph:
             raise GraphError(f"node {node.name!r}: {len(arrays)} folded values for "
                              f"{len(node._outputs)} outputs")
         for o, a in zip(node._outputs, arrays):
-            o.const = np.ascontiguousarray(a)
+            o.const = np.asarray(a, order="C")  # (not ascontiguousarray: it makes 0-d arrays 1-d)
             o.dtype, o.shape = str(a.dtype), tuple(a.shape)
             o.producer, o.index = None, -1
             self.initializers[o.name] = o

@@ -52,7 +52,7 @@ def const_tensor(arr: Any, device: Any) -> Any:
     if str(a.dtype) == "bfloat16":
         t = torch.from_numpy(a.view(np.uint16).copy()).view(torch.bfloat16)
     else:
-        t = torch.from_numpy(np.ascontiguousarray(a).copy())
+        t = torch.from_numpy(np.array(a, order="C", copy=True))  # (ascontiguousarray makes 0-d 1-d)
     return t.to(device) if str(device) != "cpu" else t
 
 
