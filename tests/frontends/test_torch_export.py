@@ -359,3 +359,30 @@ def test_untraceable_module_raises_model_load_error():
 def test_not_a_module():
     with pytest.raises(ModelLoadError, match="torch.nn.Module"):
         from_torch(lambda x: x, (torch.randn(3),))
+
+
+# ---------------------------------------------------------------------------------------
+# regressions found by the model-zoo audit
+
+
+def _run_dynamic(m: nn.Module, example: tuple, dynamic_shapes, *others: tuple) -> None:
+    """Convert with dynamic_shapes; check the compiled graph on the example and `others`."""
+    m.eval()
+    g = from_torch(m, example, dynamic_shapes=dynamic_shapes)
+    compiled = pyge.compile(g)
+    for args in (example,) + others:
+        with torch.no_grad():
+            want = m(*args)
+        want = want if isinstance(want, tuple) else (want,)
+        out = compiled.run({v.name: a.numpy() for v, a in zip(g.inputs, args)})
+        for i, w in enumerate(want):
+            np.testing.assert_allclose(out[f"output_{i}"], w.numpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_adaptive_avg_pool_with_dynamic_batch():
+    # Only the spatial dims need to be static; a dynamic batch used to be refused.
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    pooled = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d((3, 3)))
+    batch = torch.export.Dim("batch", min=1, max=16)
+    for mod in (m, pooled):
+        _run_dynamic(mod, (torch.randn(2, 3, 8, 8),), ({0: batch},), (torch.randn(5, 3, 8, 8),))

@@ -93,13 +93,16 @@ def _avg_pool(cx, a):
 def _adaptive_avg_pool(cx, a):
     # Output 1x1 is a global average; an output that divides the input evenly is a plain
     # average pool with kernel = stride = in/out. Other sizes have overlapping, uneven windows.
+    # Only the spatial dims matter: a dynamic batch (or channel) dim is fine.
     x = a["self"]
-    spatial_in = _static(x, "adaptive_avg_pool")[2:]
-    spatial_out = cx.static_shape()[2:] if cx.static_shape() else None
-    if spatial_out is None:
+    spatial_out = tuple(cx.shape[2:]) if cx.shape is not None else None
+    if spatial_out is None or not all(isinstance(o, int) for o in spatial_out):
         raise Unsupported("symbolic output size")
     if all(o == 1 for o in spatial_out):
         return cx.out("GlobalAveragePool", [x])
+    spatial_in = tuple(x.shape[2:]) if x.shape is not None else None
+    if spatial_in is None or not all(isinstance(i, int) for i in spatial_in):
+        raise Unsupported("adaptive_avg_pool needs static spatial dims")
     if any(i % o for i, o in zip(spatial_in, spatial_out)):
         raise Unsupported(f"input size {spatial_in} not a multiple of output size {spatial_out}")
     k = [i // o for i, o in zip(spatial_in, spatial_out)]
