@@ -386,3 +386,18 @@ def test_adaptive_avg_pool_with_dynamic_batch():
     batch = torch.export.Dim("batch", min=1, max=16)
     for mod in (m, pooled):
         _run_dynamic(mod, (torch.randn(2, 3, 8, 8),), ({0: batch},), (torch.randn(5, 3, 8, 8),))
+
+
+def test_creation_ops_with_dynamic_sizes():
+    # arange(T) (positions), full/zeros(B, ...) (an RNN's initial state, a causal mask) and
+    # *_like of a dynamic input become Range / Expand instead of being refused.
+    class Make(nn.Module):
+        def forward(self, x):
+            b, t = x.shape[0], x.shape[1]
+            pos = torch.arange(t) * 0.5
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            return (x + pos.unsqueeze(-1), x.new_zeros(b, 3) + 2, torch.full_like(x, 1.5) * x,
+                    torch.arange(1, t, 2).float(), mask.sum(-1))
+
+    batch, seq = torch.export.Dim("batch", min=1, max=16), torch.export.Dim("seq", min=4, max=32)
+    _run_dynamic(Make(), (torch.randn(2, 6, 4),), ({0: batch, 1: seq},), (torch.randn(3, 9, 4),))

@@ -251,11 +251,28 @@ def _repeat(cx, a):
     aten.empty_like.default)
 def _like(cx, a):
     shape = cx.static_shape()
-    if shape is None:
-        raise Unsupported("symbolic shape")
     fill = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}.get(
         cx.fx.target.__name__.split(".")[0], a.get("fill_value"))
+    if shape is None:  # dynamic shapes: broadcast the fill value to the input's runtime shape
+        x = a["self"]
+        return cx.out("Expand", [cx.scalar(fill, cx.dtype),
+                                 cx.tmp("Shape", [x], "int64", (rank(x),))])
     return cx.conv.add_const(cx.name, np.full(shape, fill, dtype=cx.dtype))
+
+
+# Creation ops whose arguments are all Python numbers are folded into initializers by the
+# converter; these emitters only see sizes that are SymInts (dynamic shapes).
+
+
+@op(aten.full.default)
+def _full(cx, a):
+    return cx.out("Expand", [cx.scalar(a["fill_value"], cx.dtype), shape_input(cx, a["size"])])
+
+
+@op(aten.arange.start_step)
+def _arange(cx, a):
+    dt = cx.dtype
+    return cx.out("Range", [cx.as_value(a[k], dt) for k in ("start", "end", "step")])
 
 
 # ---------------------------------------------------------------------------------------
