@@ -401,3 +401,15 @@ def test_creation_ops_with_dynamic_sizes():
 
     batch, seq = torch.export.Dim("batch", min=1, max=16), torch.export.Dim("seq", min=4, max=32)
     _run_dynamic(Make(), (torch.randn(2, 6, 4),), ({0: batch, 1: seq},), (torch.randn(3, 9, 4),))
+
+
+def test_repeat_with_dynamic_sizes():
+    # A SymInt in repeat's counts (e.g. InstanceNorm's affine params repeated per batch) used
+    # to crash the converter with a raw TypeError.
+    class Rep(nn.Module):
+        def forward(self, x, w):
+            return w.repeat(x.shape[0], 1) + x, w.repeat(2, x.shape[0], 1)
+
+    batch = torch.export.Dim("batch", min=2, max=16)
+    _run_dynamic(Rep(), (torch.randn(2, 3), torch.randn(1, 3)), ({0: batch}, None),
+                 (torch.randn(5, 3), torch.randn(1, 3)))

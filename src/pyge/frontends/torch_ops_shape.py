@@ -239,8 +239,8 @@ def _repeat(cx, a):
     x, reps = a["self"], list(a["repeats"])
     if len(reps) > rank(x):  # repeat may add leading axes; Tile needs equal ranks
         shape = (1,) * (len(reps) - rank(x)) + tuple(x.shape)
-        x = cx.tmp("Reshape", [x, cx.ints(shape)], x.dtype, shape)
-    return cx.out("Tile", [x, cx.ints(reps)])
+        x = cx.tmp("Unsqueeze", [x, cx.ints(range(len(reps) - rank(x)))], x.dtype, shape)
+    return cx.out("Tile", [x, shape_input(cx, reps)])  # SymInt repeats with dynamic shapes
 
 
 # ---------------------------------------------------------------------------------------
