@@ -403,6 +403,22 @@ def test_creation_ops_with_dynamic_sizes():
     _run_dynamic(Make(), (torch.randn(2, 6, 4),), ({0: batch, 1: seq},), (torch.randn(3, 9, 4),))
 
 
+def test_resize_and_group_norm_with_dynamic_batch():
+    # Resize to a given size and GroupNorm needed the whole output shape static.
+    class Up(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gn = nn.GroupNorm(2, 4)
+
+        def forward(self, x):
+            return (F.interpolate(self.gn(x), size=(7, 9), mode="bilinear"),
+                    F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=True),
+                    F.group_norm(x, 2))
+
+    batch = torch.export.Dim("batch", min=1, max=16)
+    _run_dynamic(Up(), (torch.randn(2, 4, 5, 6),), ({0: batch},), (torch.randn(3, 4, 5, 6),))
+
+
 def test_repeat_with_dynamic_sizes():
     # A SymInt in repeat's counts (e.g. InstanceNorm's affine params repeated per batch) used
     # to crash the converter with a raw TypeError.

@@ -160,15 +160,20 @@ op(aten.native_layer_norm.default)(lambda cx, a: _layer_norm(cx, a, True))
 def _group_norm(cx, x: Value, groups: int, w, b, eps: float) -> Value:
     # Group norm = instance norm over (N, G, C/G * spatial), then the per-channel affine.
     # (ONNX GroupNormalization changed its scale's meaning in opset 21, so it is avoided.)
-    shape = _static(x, "group norm")
-    grouped = (shape[0], groups, int(np.prod(shape[1:])) // groups)
-    y = cx.tmp("Reshape", [x, cx.ints(grouped)], x.dtype, grouped)
+    shape = x.shape
+    if shape is None or not all(isinstance(d, int) for d in shape[1:]):
+        raise Unsupported("group norm needs static channel and spatial dims")
+    # A dynamic batch: Reshape's 0 copies it, and the result takes the input's runtime shape.
+    batch = shape[0] if isinstance(shape[0], int) else 0
+    grouped = (batch, groups, int(np.prod(shape[1:])) // groups)
+    y = cx.tmp("Reshape", [x, cx.ints(grouped)], x.dtype, (shape[0],) + grouped[1:])
     y = cx.tmp("InstanceNormalization", [y, _ones(cx, x, (groups,), "scale"),
-                                         _zeros(cx, x, (groups,), "bias")], x.dtype, grouped,
+                                         _zeros(cx, x, (groups,), "bias")], x.dtype, y.shape,
                epsilon=float(eps))
+    back = cx.ints(shape) if batch else cx.tmp("Shape", [x], "int64", (len(shape),))
     if w is None and b is None:
-        return cx.out("Reshape", [y, cx.ints(shape)])
-    y = cx.tmp("Reshape", [y, cx.ints(shape)], x.dtype, shape)
+        return cx.out("Reshape", [y, back])
+    y = cx.tmp("Reshape", [y, back], x.dtype, shape)
     per_channel = (shape[1],) + (1,) * (len(shape) - 2)
     if w is not None:
         wr = cx.tmp("Reshape", [w, cx.ints(per_channel)], w.dtype, per_channel)
@@ -212,8 +217,12 @@ def _resize(cx, kind: str, x: Value, scales) -> Value:
         sc = cx.const(np.asarray([1.0, 1.0] + [float(s) for s in scales], np.float32), "scales")
         return cx.out("Resize", [x, None, sc], **attrs)
     shape = cx.static_shape()
-    if shape is None:
-        raise Unsupported("symbolic output size")
+    if shape is None:  # a dynamic batch or channel dim: give the spatial sizes only (axes)
+        spatial = tuple(cx.shape[2:]) if cx.shape is not None else ()
+        if not spatial or not all(isinstance(d, int) for d in spatial):
+            raise Unsupported("symbolic output size")
+        return cx.out("Resize", [x, None, None, cx.ints(spatial)],
+                      axes=list(range(2, 2 + len(spatial))), **attrs)
     return cx.out("Resize", [x, None, None, cx.ints(shape)], **attrs)
 
 
