@@ -429,3 +429,12 @@ def test_repeat_with_dynamic_sizes():
     batch = torch.export.Dim("batch", min=2, max=16)
     _run_dynamic(Rep(), (torch.randn(2, 3), torch.randn(1, 3)), ({0: batch}, None),
                  (torch.randn(5, 3), torch.randn(1, 3)))
+
+
+def test_one_hot_assert_overload_is_skipped():
+    # F.one_hot checks its ids with aten._assert_async.msg; only .default was skipped.
+    class OneHot(nn.Module):
+        def forward(self, ids, x):
+            return F.one_hot(ids, 6).float() * x, F.one_hot(ids, 7)
+
+    _check(OneHot(), torch.tensor([[0, 5, 2], [1, 1, 3]]), torch.randn(2, 3, 6))

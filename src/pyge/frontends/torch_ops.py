@@ -25,9 +25,11 @@ Emitter = Callable[[Any, dict], Any]
 OPS: dict[Any, Emitter] = {}
 
 # Ops that only check things at trace time; they produce nothing we need.
-SKIP = {getattr(aten, n).default for n in
+# Every overload counts (F.one_hot emits _assert_async.msg).
+SKIP = {getattr(getattr(aten, n), o) for n in
         ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size",
-         "sym_constrain_range", "_assert_async") if hasattr(aten, n)}
+         "sym_constrain_range", "_assert_async") if hasattr(aten, n)
+        for o in getattr(aten, n).overloads()}
 
 _NP_NAMES = {
     torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
