@@ -438,3 +438,20 @@ def test_one_hot_assert_overload_is_skipped():
             return F.one_hot(ids, 6).float() * x, F.one_hot(ids, 7)
 
     _check(OneHot(), torch.tensor([[0, 5, 2], [1, 1, 3]]), torch.randn(2, 3, 6))
+
+
+def test_gather_scatter_sort_topk_cumsum():
+    # Were refused as unsupported; F.cross_entropy / nll_loss decompose to gather.
+    class Idx(nn.Module):
+        def forward(self, x, idx, ids, mask):
+            v, i = x.topk(3, dim=-1)
+            s, j = x.sort(dim=1, descending=True)
+            pos = mask.cumsum(-1) * mask - 1                   # HF-style position ids
+            return (torch.gather(x, 2, idx), x.scatter(2, idx, -x[..., :2]),
+                    x.scatter_add(-1, idx, torch.ones(2, 5, 2)), x.scatter(1, idx[:, :1], 0.5),
+                    x.scatter_reduce(2, idx, x[..., 2:4], "amax"), v, i, s, j,
+                    torch.argsort(ids, dim=-1, stable=True), x.cumsum(1), pos,
+                    F.cross_entropy(x[:, 0], ids[:, 0] % 6))
+
+    _check(Idx(), torch.randn(2, 5, 6), torch.randint(0, 6, (2, 5, 2)),
+           torch.randint(0, 4, (2, 6)), torch.tensor([[0, 1, 1, 1, 0, 1], [1, 1, 1, 0, 0, 0]]))

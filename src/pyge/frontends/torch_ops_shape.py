@@ -298,3 +298,62 @@ def _sym_binary(onnx_op: str):
 for _fn, _onnx in [(operator.add, "Add"), (operator.sub, "Sub"), (operator.mul, "Mul"),
                    (operator.floordiv, "Div")]:
     op(_fn)(_sym_binary(_onnx))
+
+
+# ---------------------------------------------------------------------------------------
+# element-wise indexing along one axis, sorting, running sums
+
+
+@op(aten.gather.default)
+def _gather(cx, a):
+    x = a["self"]
+    return cx.out("GatherElements", [x, a["index"]], axis=axis(a["dim"], rank(x)))
+
+
+_SCATTER_REDUCE = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
+
+
+@op(aten.scatter.src, aten.scatter.value, aten.scatter_add.default, aten.scatter_reduce.two)
+def _scatter(cx, a):
+    x, idx = a["self"], a["index"]
+    src = a.get("src")
+    if src is None:  # scatter.value: one number written at every index
+        src = cx.tmp("Expand", [cx.scalar(a["value"], x.dtype),
+                                cx.tmp("Shape", [idx], "int64", (rank(idx),))], x.dtype, idx.shape)
+    name = cx.fx.target.__name__
+    reduction = "add" if name.startswith("scatter_add") else "none"
+    if name.startswith("scatter_reduce"):
+        if a["reduce"] not in _SCATTER_REDUCE or not a["include_self"]:
+            raise Unsupported(f"reduce={a['reduce']!r}, include_self={a['include_self']}")
+        reduction = _SCATTER_REDUCE[a["reduce"]]
+    return cx.out("ScatterElements", [x, idx, cx.cast(src, x.dtype)],
+                  axis=axis(a["dim"], rank(x)), reduction=reduction)
+
+
+@op(aten.topk.default)
+def _topk(cx, a):
+    # (values, indices); torch's unsorted order is unspecified, so sorted order is as good.
+    x = a["self"]
+    return cx.out("TopK", [x, cx.ints([a["k"]])], axis=axis(a["dim"], rank(x)),
+                  largest=int(bool(a["largest"])), sorted=1)
+
+
+@op(aten.sort.default, aten.sort.stable)
+def _sort(cx, a):
+    # A TopK of every element; among equal values it keeps the lower index first (stable).
+    x = a["self"]
+    d = axis(a["dim"], rank(x))
+    n = x.shape[d]
+    if isinstance(n, int):
+        k = cx.ints([n])
+    else:
+        shp = cx.tmp("Shape", [x], "int64", (rank(x),))
+        k = cx.tmp("Slice", [shp, cx.ints([d]), cx.ints([d + 1])], "int64", (1,))
+    return cx.out("TopK", [x, k], axis=d, largest=int(bool(a["descending"])), sorted=1)
+
+
+@op(aten.cumsum.default)
+def _cumsum(cx, a):
+    x = a["self"]  # the FX node's dtype: int64 for bool/int inputs, or dtype=
+    return cx.out("CumSum", [cx.cast(x, cx.dtype),
+                             cx.const(np.asarray(axis(a["dim"], rank(x)), np.int64), "axis")])
