@@ -455,3 +455,14 @@ def test_gather_scatter_sort_topk_cumsum():
 
     _check(Idx(), torch.randn(2, 5, 6), torch.randint(0, 6, (2, 5, 2)),
            torch.randint(0, 4, (2, 6)), torch.tensor([[0, 1, 1, 1, 0, 1], [1, 1, 1, 0, 0, 0]]))
+
+
+def test_vector_norms():
+    # linalg_vector_norm (x.norm, F.normalize, cosine_similarity) was refused as unsupported.
+    class Norm(nn.Module):
+        def forward(self, x):
+            return (x.norm(), x.norm(p=1, dim=-1), torch.linalg.vector_norm(x, float("inf"), 1),
+                    x.norm(p=3, dim=(0, 2), keepdim=True), F.normalize(x, dim=-1),
+                    F.cosine_similarity(x, x.flip(0), dim=-1))
+
+    _check(Norm(), torch.randn(2, 5, 6))

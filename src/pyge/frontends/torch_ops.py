@@ -367,6 +367,26 @@ def _any_all(cx, a):
     return cx.out("Cast", [r], to=dtype_to_onnx("bool"))
 
 
+@op(aten.linalg_vector_norm.default)
+def _vector_norm(cx, a):
+    # x.norm(), F.normalize, cosine_similarity. ord 1 / 2 are ReduceL1 / ReduceL2, +-inf the
+    # max / min of |x|; any other p is (sum |x|^p)^(1/p).
+    x, p = cx.cast(a["self"], cx.dtype), float(a["ord"])
+    dims = _dims(a["dim"])
+    axes = None if dims is None else cx.ints([axis(d, rank(x)) for d in dims])
+    keep = int(bool(a["keepdim"]))
+    if p in (1.0, 2.0):
+        return cx.out("ReduceL1" if p == 1 else "ReduceL2", [x, axes], keepdims=keep)
+    ax = cx.tmp("Abs", [x], x.dtype, x.shape)
+    if p in (float("inf"), float("-inf")):
+        return cx.out("ReduceMax" if p > 0 else "ReduceMin", [ax, axes], keepdims=keep)
+    if p == 0:
+        raise Unsupported("ord=0")
+    pw = cx.tmp("Pow", [ax, cx.scalar(p, x.dtype)], x.dtype, x.shape)
+    sm = cx.tmp("ReduceSum", [pw, axes], x.dtype, cx.shape, keepdims=keep)
+    return cx.out("Pow", [sm, cx.scalar(1.0 / p, x.dtype)])
+
+
 @op(aten.var.correction)
 def _var(cx, a):
     x, dims = a["self"], _dims(a["dim"]) or list(range(rank(a["self"])))
