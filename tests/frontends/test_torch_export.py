@@ -466,3 +466,23 @@ def test_vector_norms():
                     F.cosine_similarity(x, x.flip(0), dim=-1))
 
     _check(Norm(), torch.randn(2, 5, 6))
+
+
+def test_instance_norm_and_batch_norm_without_running_stats():
+    # nn.InstanceNorm* (no running stats by default) and BatchNorm(track_running_stats=False)
+    # lower to _native_batch_norm_legit.no_stats, which was refused as unsupported.
+    class Norms(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inst, self.plain = nn.InstanceNorm2d(4, affine=True), nn.InstanceNorm2d(4)
+            self.bn = nn.BatchNorm2d(4, track_running_stats=False)
+            self.inst1d = nn.InstanceNorm1d(4, affine=True)
+            nn.init.uniform_(self.inst.weight, 0.5, 1.5), nn.init.uniform_(self.inst.bias, -1, 1)
+
+        def forward(self, x):
+            return self.inst(x), self.plain(x), self.bn(x * 2 + 1), self.inst1d(x.flatten(2))
+
+    _check(Norms(), torch.randn(2, 4, 5, 6))
+    batch = torch.export.Dim("batch", min=1, max=16)
+    _run_dynamic(nn.InstanceNorm2d(4, affine=True), (torch.randn(2, 4, 5, 5),), ({0: batch},),
+                 (torch.randn(3, 4, 5, 5),))

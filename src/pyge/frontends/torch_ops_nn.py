@@ -145,6 +145,36 @@ def _native_batch_norm(cx, a):
     return _batch_norm(cx, a)
 
 
+@op(aten._native_batch_norm_legit.no_stats)
+def _batch_norm_no_stats(cx, a):
+    # No running statistics (nn.InstanceNorm*, which folds the batch into the channels, and
+    # BatchNorm with track_running_stats=False): normalise with the batch's own statistics
+    # per channel (axis 1), the biased variance, as torch. (output, save_mean, save_rstd)
+    x = a["input"]
+    r = rank(x)
+    axes = cx.ints([0] + list(range(2, r)))
+    kept = tuple(s if i == 1 else 1 for i, s in enumerate(x.shape))
+    mean = cx.tmp("ReduceMean", [x, axes], x.dtype, kept, keepdims=1)
+    dev = cx.tmp("Sub", [x, mean], x.dtype, x.shape)
+    var = cx.tmp("ReduceMean", [cx.tmp("Mul", [dev, dev], x.dtype, x.shape), axes], x.dtype,
+                 kept, keepdims=1)
+    std = cx.tmp("Sqrt", [cx.tmp("Add", [var, cx.scalar(float(a["eps"]), x.dtype)], x.dtype,
+                                 kept)], x.dtype, kept)
+    w, b = a["weight"], a["bias"]
+    if w is None and b is None:
+        return [cx.out("Div", [dev, std], n=1), None, None]
+    y = cx.tmp("Div", [dev, std], x.dtype, x.shape)
+    per_channel = cx.ints([-1] + [1] * (r - 2))
+    if w is not None:
+        wr = cx.tmp("Reshape", [w, per_channel], w.dtype, (w.shape[0],) + (1,) * (r - 2))
+        y = cx.tmp("Mul", [y, wr], x.dtype, x.shape) if b is not None else cx.out(
+            "Mul", [y, wr], n=1)
+    if b is not None:
+        br = cx.tmp("Reshape", [b, per_channel], b.dtype, (b.shape[0],) + (1,) * (r - 2))
+        y = cx.out("Add", [y, br], n=1)
+    return [y, None, None]
+
+
 def _layer_norm(cx, a, multi: bool):
     x, shape = a["input"], [int(s) for s in a["normalized_shape"]]
     w = a["weight"] if a["weight"] is not None else _ones(cx, x, shape, "scale")
