@@ -486,3 +486,15 @@ def test_instance_norm_and_batch_norm_without_running_stats():
     batch = torch.export.Dim("batch", min=1, max=16)
     _run_dynamic(nn.InstanceNorm2d(4, affine=True), (torch.randn(2, 4, 5, 5),), ({0: batch},),
                  (torch.randn(3, 4, 5, 5),))
+
+
+def test_adaptive_max_pool():
+    # Global (CBAM / SE-style) and evenly tiled adaptive max pools were refused as unsupported.
+    class Pools(nn.Module):
+        def forward(self, x):
+            return (F.adaptive_max_pool2d(x, 1), F.adaptive_max_pool2d(x, (2, 3)),
+                    F.adaptive_max_pool1d(x.flatten(2), 1))
+
+    _check(Pools(), torch.randn(2, 3, 6, 6))
+    with pytest.raises(UnsupportedOperatorError, match="adaptive_max_pool2d"):
+        from_torch(nn.AdaptiveMaxPool2d(4), (torch.randn(1, 2, 6, 6),))  # uneven windows

@@ -109,6 +109,25 @@ def _adaptive_avg_pool(cx, a):
     return cx.out("AveragePool", [x], kernel_shape=k, strides=k)
 
 
+@op(aten.adaptive_max_pool2d.default, aten.adaptive_max_pool3d.default)
+def _adaptive_max_pool(cx, a):
+    # (values, indices); as adaptive_avg_pool: global, or windows that tile the input evenly.
+    # Only the values exist here.
+    x = a["self"]
+    spatial_out = tuple(cx.shape[2:]) if cx.shape is not None else None
+    spatial_in = tuple(x.shape[2:]) if x.shape is not None else None
+    if spatial_out is None or not all(isinstance(o, int) for o in spatial_out):
+        raise Unsupported("symbolic output size")
+    if all(o == 1 for o in spatial_out):
+        return [cx.out("GlobalMaxPool", [x], n=1), None]
+    if spatial_in is None or not all(isinstance(i, int) for i in spatial_in):
+        raise Unsupported("adaptive_max_pool needs static spatial dims")
+    if any(i % o for i, o in zip(spatial_in, spatial_out)):
+        raise Unsupported(f"input size {spatial_in} not a multiple of output size {spatial_out}")
+    k = [i // o for i, o in zip(spatial_in, spatial_out)]
+    return [cx.out("MaxPool", [x], n=1, kernel_shape=k, strides=k), None]
+
+
 # ---------------------------------------------------------------------------------------
 # normalisation
 
