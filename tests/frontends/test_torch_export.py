@@ -498,3 +498,18 @@ def test_adaptive_max_pool():
     _check(Pools(), torch.randn(2, 3, 6, 6))
     with pytest.raises(UnsupportedOperatorError, match="adaptive_max_pool2d"):
         from_torch(nn.AdaptiveMaxPool2d(4), (torch.randn(1, 2, 6, 6),))  # uneven windows
+
+
+def test_more_unary_math():
+    # Were refused as unsupported (log1p also blocked BCE-with-logits; elu's scale F.selu).
+    class Math(nn.Module):
+        def forward(self, x, n):
+            return (torch.log1p(x.abs()), torch.expm1(x), torch.log1p(x * 1e-6) * 1e6,
+                    torch.expm1(x * 1e-6) * 1e6, x.tan(), x.atan(), x.clamp(-1, 1).asin(),
+                    x.clamp(-1, 1).acos(), x.sinh(), x.cosh(), x.asinh(),
+                    (x.abs() + 1).acosh(), x.clamp(-0.9, 0.9).atanh(), x.abs().log2(),
+                    x.abs().log10(), x.trunc(), x.frac(), torch.fmod(x, 0.3), torch.fmod(n, -3),
+                    F.selu(x), F.celu(x, 0.5),
+                    F.binary_cross_entropy_with_logits(x, x.flip(0).sigmoid()))
+
+    _check(Math(), torch.randn(2, 5, 6) * 2, torch.randint(-9, 9, (2, 5)))

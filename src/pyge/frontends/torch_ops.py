@@ -203,11 +203,51 @@ for _name, _onnx in [("relu", "Relu"), ("sigmoid", "Sigmoid"), ("tanh", "Tanh"),
                      ("log", "Log"), ("sqrt", "Sqrt"), ("neg", "Neg"), ("abs", "Abs"),
                      ("reciprocal", "Reciprocal"), ("erf", "Erf"), ("sin", "Sin"), ("cos", "Cos"),
                      ("floor", "Floor"), ("ceil", "Ceil"), ("round", "Round"), ("sign", "Sign"),
-                     ("hardswish", "HardSwish"), ("mish", "Mish")]:
+                     ("hardswish", "HardSwish"), ("mish", "Mish"), ("tan", "Tan"),
+                     ("asin", "Asin"), ("acos", "Acos"), ("atan", "Atan"), ("sinh", "Sinh"),
+                     ("cosh", "Cosh"), ("asinh", "Asinh"), ("acosh", "Acosh"),
+                     ("atanh", "Atanh")]:
     op(getattr(aten, _name).default)(_unary(_onnx))
 op(aten.hardsigmoid.default)(_unary("HardSigmoid", alpha=1.0 / 6, beta=0.5))
 op(aten.isnan.default)(lambda cx, a: cx.out("IsNaN", [a["self"]]))
 op(aten.isinf.default)(lambda cx, a: cx.out("IsInf", [a["self"]]))
+
+
+@op(aten.log1p.default, aten.expm1.default)
+def _log1p_expm1(cx, a):
+    # log(1 + x) / exp(x) - 1 in float64 and back: exact to float32 precision near 0 too
+    # (BCE-with-logits and softplus-style code use them on tiny values).
+    dt = cx.dtype
+    x = cx.cast(a["self"], "float64")
+    one = cx.scalar(1.0, "float64")
+    if cx.fx.target is aten.log1p.default:
+        y = cx.tmp("Log", [cx.tmp("Add", [x, one], "float64", cx.shape)], "float64", cx.shape)
+    else:
+        y = cx.tmp("Sub", [cx.tmp("Exp", [x], "float64", cx.shape), one], "float64", cx.shape)
+    return cx.out("Cast", [y], to=dtype_to_onnx(dt))
+
+
+@op(aten.log2.default, aten.log10.default)
+def _log_base(cx, a):
+    dt = cx.dtype
+    ln = cx.tmp("Log", [cx.cast(a["self"], dt)], dt, cx.shape)
+    base = 2.0 if cx.fx.target is aten.log2.default else 10.0
+    return cx.out("Div", [ln, cx.scalar(np.log(base), dt)])
+
+
+@op(aten.trunc.default)
+def _trunc(cx, a):
+    x = a["self"]
+    if not x.dtype.startswith(("float", "bfloat")):
+        return x  # integers are already whole
+    fl = cx.tmp("Floor", [cx.tmp("Abs", [x], x.dtype, x.shape)], x.dtype, x.shape)
+    return cx.out("Mul", [cx.tmp("Sign", [x], x.dtype, x.shape), fl])
+
+
+@op(aten.fmod.Tensor, aten.fmod.Scalar)
+def _fmod(cx, a):
+    dt = cx.dtype  # C fmod: the result takes the dividend's sign
+    return cx.out("Mod", [cx.as_value(a["self"], dt), cx.as_value(a["other"], dt)], fmod=1)
 
 
 @op(aten.rsqrt.default)
@@ -234,9 +274,17 @@ def _leaky_relu(cx, a):
 
 @op(aten.elu.default)
 def _elu(cx, a):
-    if a["scale"] != 1 or a["input_scale"] != 1:
-        raise Unsupported("scale or input_scale != 1")
-    return cx.out("Elu", [a["self"]], alpha=float(a["alpha"]))
+    x, scale, in_scale, alpha = a["self"], a["scale"], a["input_scale"], float(a["alpha"])
+    if scale == 1 and in_scale == 1:
+        return cx.out("Elu", [x], alpha=alpha)
+    # F.selu / F.celu: scale * (x > 0 ? x : alpha * (exp(input_scale * x) - 1))
+    dt, shape = x.dtype, x.shape
+    e = cx.tmp("Exp", [cx.tmp("Mul", [x, cx.scalar(in_scale, dt)], dt, shape)], dt, shape)
+    neg = cx.tmp("Mul", [cx.tmp("Sub", [e, cx.scalar(1.0, dt)], dt, shape),
+                         cx.scalar(alpha, dt)], dt, shape)
+    pos = cx.tmp("Greater", [x, cx.scalar(0.0, dt)], "bool", shape)
+    y = cx.tmp("Where", [pos, x, neg], dt, shape)
+    return cx.out("Mul", [y, cx.scalar(scale, dt)])
 
 
 @op(aten.softplus.default)
