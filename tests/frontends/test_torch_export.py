@@ -513,3 +513,13 @@ def test_more_unary_math():
                     F.binary_cross_entropy_with_logits(x, x.flip(0).sigmoid()))
 
     _check(Math(), torch.randn(2, 5, 6) * 2, torch.randint(-9, 9, (2, 5)))
+
+
+def test_softplus_honours_a_small_threshold():
+    # The threshold was dropped: right above threshold=3, log(1 + e^3) - 3 = 0.049, so
+    # nn.Softplus(beta=2, threshold=3) was off by up to 0.02.
+    class Sp(nn.Module):
+        def forward(self, x):
+            return F.softplus(x, 2, 3), F.softplus(x, 1, 1), F.softplus(x), F.softplus(x, 0.5)
+
+    _check(Sp(), torch.linspace(-4, 4, 41))

@@ -289,14 +289,22 @@ def _elu(cx, a):
 
 @op(aten.softplus.default)
 def _softplus(cx, a):
-    # ONNX Softplus has no threshold: above it torch returns x, Softplus log(1 + e^x) == x
-    # to within float rounding there, so the threshold is dropped.
-    x, beta = a["self"], a["beta"]
-    if beta == 1:
-        return cx.out("Softplus", [x])
-    bx = cx.tmp("Mul", [x, cx.scalar(beta, x.dtype)], x.dtype, x.shape)
-    sp = cx.tmp("Softplus", [bx], x.dtype, x.shape)
-    return cx.out("Div", [sp, cx.scalar(beta, x.dtype)])
+    # ONNX Softplus has no threshold: above it (beta * x > threshold) torch returns x. At the
+    # default threshold 20, log(1 + e^t) - t = log(1 + e^-t) < 3e-9 is below float rounding,
+    # so the threshold is dropped; a smaller one (nn.Softplus(threshold=3)) is a visible kink
+    # and gets a Where.
+    x, beta, thr = a["self"], a["beta"], float(a["threshold"])
+    dt, shape = x.dtype, x.shape
+    bx = x if beta == 1 else cx.tmp("Mul", [x, cx.scalar(beta, dt)], dt, shape)
+    if thr >= 15:
+        if beta == 1:
+            return cx.out("Softplus", [x])
+        return cx.out("Div", [cx.tmp("Softplus", [bx], dt, shape), cx.scalar(beta, dt)])
+    sp = cx.tmp("Softplus", [bx], dt, shape)
+    if beta != 1:
+        sp = cx.tmp("Div", [sp, cx.scalar(beta, dt)], dt, shape)
+    above = cx.tmp("Greater", [bx, cx.scalar(thr, dt)], "bool", shape)
+    return cx.out("Where", [above, x, sp])
 
 
 def _clip_bound(cx, v, dt):
