@@ -523,3 +523,34 @@ def test_softplus_honours_a_small_threshold():
             return F.softplus(x, 2, 3), F.softplus(x, 1, 1), F.softplus(x), F.softplus(x, 0.5)
 
     _check(Sp(), torch.linspace(-4, 4, 41))
+
+
+def test_index_with_several_index_tensors():
+    # x[i, j] (HF's logits[arange(B), lengths] pooling; bicubic / trilinear resizes and
+    # F.unfold decompose to it) was refused as unsupported; now GatherND.
+    class Idx(nn.Module):
+        def forward(self, x, i, j):
+            return (x[i, j], x[:, i, j], x[:, :, i.unsqueeze(-1), j], x[torch.arange(3), j[:1]],
+                    F.interpolate(x, scale_factor=2, mode="bicubic"), F.unfold(x, 2, stride=2))
+
+    _check(Idx(), torch.randn(3, 5, 4, 6), torch.tensor([[0, 2], [1, 1]], dtype=torch.int32),
+           torch.tensor([3, -1]))
+
+
+def test_index_tensors_on_separate_dims_are_listed():
+    class Apart(nn.Module):
+        def forward(self, x, i):
+            return x[i, :, i]
+
+    with pytest.raises(UnsupportedOperatorError, match="non-adjacent"):
+        from_torch(Apart(), (torch.randn(3, 4, 5), torch.tensor([0, 2])))
+
+
+def test_index_with_several_index_tensors_dynamic_batch():
+    class Pool(nn.Module):
+        def forward(self, logits, lengths):
+            return logits[torch.arange(logits.shape[0]), lengths]
+
+    batch = torch.export.Dim("batch", min=2, max=16)
+    _run_dynamic(Pool(), (torch.randn(4, 7, 3), torch.tensor([6, 0, 3, 2])),
+                 ({0: batch}, {0: batch}), (torch.randn(3, 7, 3), torch.tensor([1, 6, 2])))

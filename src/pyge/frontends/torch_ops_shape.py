@@ -163,12 +163,41 @@ def _embedding(cx, a):
 def _index(cx, a):
     x, idx = a["self"], a["indices"]
     used = [i for i, t in enumerate(idx) if t is not None]
-    if len(used) != 1:
-        raise Unsupported("more than one index tensor")
-    t = idx[used[0]]
-    if t.dtype == "bool":
+    if any(idx[i].dtype == "bool" for i in used):
         raise Unsupported("boolean mask index (data-dependent shape)")
-    return cx.out("Gather", [x, t], axis=used[0])
+    if len(used) == 1:
+        return cx.out("Gather", [x, idx[used[0]]], axis=used[0])
+    return _index_nd(cx, x, [idx[i] for i in used], used)
+
+
+def _index_nd(cx, x: Value, tensors: list, dims: list[int]) -> Value:
+    # x[i, j] / x[:, i, j] (logits[arange(B), lengths]): the index tensors broadcast to one
+    # shape, stacked on a last axis they are GatherND's indices. Adjacent index dims only,
+    # where torch puts the result's index dims in their place; separated ones put them first.
+    k, m, r = dims[0], len(dims), rank(x)
+    if dims != list(range(k, k + m)):
+        raise Unsupported("index tensors on non-adjacent dims")
+    tensors = [cx.cast(t, "int64") for t in tensors]
+    nb = len(cx.shape) - (r - m)  # the broadcast index rank, its dims in the output:
+    bs = tuple(cx.shape[k:k + nb])
+    if all(isinstance(d, int) for d in bs):
+        bshape = cx.ints(bs)
+    else:  # dynamic: the shape of a zero tensor that broadcasts every index
+        zero = None
+        for t in tensors:
+            z = cx.tmp("Mul", [t, cx.scalar(0, "int64")], "int64", t.shape)
+            zero = z if zero is None else cx.tmp("Add", [zero, z], "int64", bs)
+        bshape = cx.tmp("Shape", [zero], "int64", (nb,))
+    parts = [cx.tmp("Unsqueeze", [cx.tmp("Expand", [t, bshape], "int64", bs),
+                                  cx.ints([-1])], "int64", bs + (1,)) for t in tensors]
+    ind = cx.tmp("Concat", parts, "int64", bs + (m,), axis=-1)
+    if k == 0:
+        return cx.out("GatherND", [x, ind])
+    front = list(range(k, k + m)) + list(range(k)) + list(range(k + m, r))
+    xt = cx.tmp("Transpose", [x], x.dtype, tuple(x.shape[i] for i in front), perm=front)
+    g = cx.tmp("GatherND", [xt, ind], x.dtype, bs + tuple(x.shape[i] for i in front[m:]))
+    perm = list(range(nb, nb + k)) + list(range(nb)) + list(range(nb + k, nb + r - m))
+    return cx.out("Transpose", [g], perm=perm)
 
 
 @op(aten.cat.default)
