@@ -359,3 +359,198 @@ def test_untraceable_module_raises_model_load_error():
 def test_not_a_module():
     with pytest.raises(ModelLoadError, match="torch.nn.Module"):
         from_torch(lambda x: x, (torch.randn(3),))
+
+
+# ---------------------------------------------------------------------------------------
+# regressions found by the model-zoo audit
+
+
+def _run_dynamic(m: nn.Module, example: tuple, dynamic_shapes, *others: tuple) -> None:
+    """Convert with dynamic_shapes; check the compiled graph on the example and `others`."""
+    m.eval()
+    g = from_torch(m, example, dynamic_shapes=dynamic_shapes)
+    compiled = pyge.compile(g)
+    for args in (example,) + others:
+        with torch.no_grad():
+            want = m(*args)
+        want = want if isinstance(want, tuple) else (want,)
+        out = compiled.run({v.name: a.numpy() for v, a in zip(g.inputs, args)})
+        for i, w in enumerate(want):
+            np.testing.assert_allclose(out[f"output_{i}"], w.numpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_adaptive_avg_pool_with_dynamic_batch():
+    # Only the spatial dims need to be static; a dynamic batch used to be refused.
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    pooled = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d((3, 3)))
+    batch = torch.export.Dim("batch", min=1, max=16)
+    for mod in (m, pooled):
+        _run_dynamic(mod, (torch.randn(2, 3, 8, 8),), ({0: batch},), (torch.randn(5, 3, 8, 8),))
+
+
+def test_creation_ops_with_dynamic_sizes():
+    # arange(T) (positions), full/zeros(B, ...) (an RNN's initial state, a causal mask) and
+    # *_like of a dynamic input become Range / Expand instead of being refused.
+    class Make(nn.Module):
+        def forward(self, x):
+            b, t = x.shape[0], x.shape[1]
+            pos = torch.arange(t) * 0.5
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            return (x + pos.unsqueeze(-1), x.new_zeros(b, 3) + 2, torch.full_like(x, 1.5) * x,
+                    torch.arange(1, t, 2).float(), mask.sum(-1))
+
+    batch, seq = torch.export.Dim("batch", min=1, max=16), torch.export.Dim("seq", min=4, max=32)
+    _run_dynamic(Make(), (torch.randn(2, 6, 4),), ({0: batch, 1: seq},), (torch.randn(3, 9, 4),))
+
+
+def test_resize_and_group_norm_with_dynamic_batch():
+    # Resize to a given size and GroupNorm needed the whole output shape static.
+    class Up(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gn = nn.GroupNorm(2, 4)
+
+        def forward(self, x):
+            return (F.interpolate(self.gn(x), size=(7, 9), mode="bilinear"),
+                    F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=True),
+                    F.group_norm(x, 2))
+
+    batch = torch.export.Dim("batch", min=1, max=16)
+    _run_dynamic(Up(), (torch.randn(2, 4, 5, 6),), ({0: batch},), (torch.randn(3, 4, 5, 6),))
+
+
+def test_repeat_with_dynamic_sizes():
+    # A SymInt in repeat's counts (e.g. InstanceNorm's affine params repeated per batch) used
+    # to crash the converter with a raw TypeError.
+    class Rep(nn.Module):
+        def forward(self, x, w):
+            return w.repeat(x.shape[0], 1) + x, w.repeat(2, x.shape[0], 1)
+
+    batch = torch.export.Dim("batch", min=2, max=16)
+    _run_dynamic(Rep(), (torch.randn(2, 3), torch.randn(1, 3)), ({0: batch}, None),
+                 (torch.randn(5, 3), torch.randn(1, 3)))
+
+
+def test_one_hot_assert_overload_is_skipped():
+    # F.one_hot checks its ids with aten._assert_async.msg; only .default was skipped.
+    class OneHot(nn.Module):
+        def forward(self, ids, x):
+            return F.one_hot(ids, 6).float() * x, F.one_hot(ids, 7)
+
+    _check(OneHot(), torch.tensor([[0, 5, 2], [1, 1, 3]]), torch.randn(2, 3, 6))
+
+
+def test_gather_scatter_sort_topk_cumsum():
+    # Were refused as unsupported; F.cross_entropy / nll_loss decompose to gather.
+    class Idx(nn.Module):
+        def forward(self, x, idx, ids, mask):
+            v, i = x.topk(3, dim=-1)
+            s, j = x.sort(dim=1, descending=True)
+            pos = mask.cumsum(-1) * mask - 1                   # HF-style position ids
+            return (torch.gather(x, 2, idx), x.scatter(2, idx, -x[..., :2]),
+                    x.scatter_add(-1, idx, torch.ones(2, 5, 2)), x.scatter(1, idx[:, :1], 0.5),
+                    x.scatter_reduce(2, idx, x[..., 2:4], "amax"), v, i, s, j,
+                    torch.argsort(ids, dim=-1, stable=True), x.cumsum(1), pos,
+                    F.cross_entropy(x[:, 0], ids[:, 0] % 6))
+
+    _check(Idx(), torch.randn(2, 5, 6), torch.randint(0, 6, (2, 5, 2)),
+           torch.randint(0, 4, (2, 6)), torch.tensor([[0, 1, 1, 1, 0, 1], [1, 1, 1, 0, 0, 0]]))
+
+
+def test_vector_norms():
+    # linalg_vector_norm (x.norm, F.normalize, cosine_similarity) was refused as unsupported.
+    class Norm(nn.Module):
+        def forward(self, x):
+            return (x.norm(), x.norm(p=1, dim=-1), torch.linalg.vector_norm(x, float("inf"), 1),
+                    x.norm(p=3, dim=(0, 2), keepdim=True), F.normalize(x, dim=-1),
+                    F.cosine_similarity(x, x.flip(0), dim=-1))
+
+    _check(Norm(), torch.randn(2, 5, 6))
+
+
+def test_instance_norm_and_batch_norm_without_running_stats():
+    # nn.InstanceNorm* (no running stats by default) and BatchNorm(track_running_stats=False)
+    # lower to _native_batch_norm_legit.no_stats, which was refused as unsupported.
+    class Norms(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inst, self.plain = nn.InstanceNorm2d(4, affine=True), nn.InstanceNorm2d(4)
+            self.bn = nn.BatchNorm2d(4, track_running_stats=False)
+            self.inst1d = nn.InstanceNorm1d(4, affine=True)
+            nn.init.uniform_(self.inst.weight, 0.5, 1.5), nn.init.uniform_(self.inst.bias, -1, 1)
+
+        def forward(self, x):
+            return self.inst(x), self.plain(x), self.bn(x * 2 + 1), self.inst1d(x.flatten(2))
+
+    _check(Norms(), torch.randn(2, 4, 5, 6))
+    batch = torch.export.Dim("batch", min=1, max=16)
+    _run_dynamic(nn.InstanceNorm2d(4, affine=True), (torch.randn(2, 4, 5, 5),), ({0: batch},),
+                 (torch.randn(3, 4, 5, 5),))
+
+
+def test_adaptive_max_pool():
+    # Global (CBAM / SE-style) and evenly tiled adaptive max pools were refused as unsupported.
+    class Pools(nn.Module):
+        def forward(self, x):
+            return (F.adaptive_max_pool2d(x, 1), F.adaptive_max_pool2d(x, (2, 3)),
+                    F.adaptive_max_pool1d(x.flatten(2), 1))
+
+    _check(Pools(), torch.randn(2, 3, 6, 6))
+    with pytest.raises(UnsupportedOperatorError, match="adaptive_max_pool2d"):
+        from_torch(nn.AdaptiveMaxPool2d(4), (torch.randn(1, 2, 6, 6),))  # uneven windows
+
+
+def test_more_unary_math():
+    # Were refused as unsupported (log1p also blocked BCE-with-logits; elu's scale F.selu).
+    class Math(nn.Module):
+        def forward(self, x, n):
+            return (torch.log1p(x.abs()), torch.expm1(x), torch.log1p(x * 1e-6) * 1e6,
+                    torch.expm1(x * 1e-6) * 1e6, x.tan(), x.atan(), x.clamp(-1, 1).asin(),
+                    x.clamp(-1, 1).acos(), x.sinh(), x.cosh(), x.asinh(),
+                    (x.abs() + 1).acosh(), x.clamp(-0.9, 0.9).atanh(), x.abs().log2(),
+                    x.abs().log10(), x.trunc(), x.frac(), torch.fmod(x, 0.3), torch.fmod(n, -3),
+                    F.selu(x), F.celu(x, 0.5),
+                    F.binary_cross_entropy_with_logits(x, x.flip(0).sigmoid()))
+
+    _check(Math(), torch.randn(2, 5, 6) * 2, torch.randint(-9, 9, (2, 5)))
+
+
+def test_softplus_honours_a_small_threshold():
+    # The threshold was dropped: right above threshold=3, log(1 + e^3) - 3 = 0.049, so
+    # nn.Softplus(beta=2, threshold=3) was off by up to 0.02.
+    class Sp(nn.Module):
+        def forward(self, x):
+            return F.softplus(x, 2, 3), F.softplus(x, 1, 1), F.softplus(x), F.softplus(x, 0.5)
+
+    _check(Sp(), torch.linspace(-4, 4, 41))
+
+
+def test_index_with_several_index_tensors():
+    # x[i, j] (HF's logits[arange(B), lengths] pooling; bicubic / trilinear resizes and
+    # F.unfold decompose to it) was refused as unsupported; now GatherND.
+    class Idx(nn.Module):
+        def forward(self, x, i, j):
+            return (x[i, j], x[:, i, j], x[:, :, i.unsqueeze(-1), j], x[torch.arange(3), j[:1]],
+                    F.interpolate(x, scale_factor=2, mode="bicubic"), F.unfold(x, 2, stride=2))
+
+    _check(Idx(), torch.randn(3, 5, 4, 6), torch.tensor([[0, 2], [1, 1]], dtype=torch.int32),
+           torch.tensor([3, -1]))
+
+
+def test_index_tensors_on_separate_dims_are_listed():
+    class Apart(nn.Module):
+        def forward(self, x, i):
+            return x[i, :, i]
+
+    with pytest.raises(UnsupportedOperatorError, match="non-adjacent"):
+        from_torch(Apart(), (torch.randn(3, 4, 5), torch.tensor([0, 2])))
+
+
+def test_index_with_several_index_tensors_dynamic_batch():
+    class Pool(nn.Module):
+        def forward(self, logits, lengths):
+            return logits[torch.arange(logits.shape[0]), lengths]
+
+    batch = torch.export.Dim("batch", min=2, max=16)
+    _run_dynamic(Pool(), (torch.randn(4, 7, 3), torch.tensor([6, 0, 3, 2])),
+                 ({0: batch}, {0: batch}), (torch.randn(3, 7, 3), torch.tensor([1, 6, 2])))

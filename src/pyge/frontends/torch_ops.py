@@ -25,9 +25,11 @@ Emitter = Callable[[Any, dict], Any]
 OPS: dict[Any, Emitter] = {}
 
 # Ops that only check things at trace time; they produce nothing we need.
-SKIP = {getattr(aten, n).default for n in
+# Every overload counts (F.one_hot emits _assert_async.msg).
+SKIP = {getattr(getattr(aten, n), o) for n in
         ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size",
-         "sym_constrain_range", "_assert_async") if hasattr(aten, n)}
+         "sym_constrain_range", "_assert_async") if hasattr(aten, n)
+        for o in getattr(aten, n).overloads()}
 
 _NP_NAMES = {
     torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
@@ -201,11 +203,51 @@ for _name, _onnx in [("relu", "Relu"), ("sigmoid", "Sigmoid"), ("tanh", "Tanh"),
                      ("log", "Log"), ("sqrt", "Sqrt"), ("neg", "Neg"), ("abs", "Abs"),
                      ("reciprocal", "Reciprocal"), ("erf", "Erf"), ("sin", "Sin"), ("cos", "Cos"),
                      ("floor", "Floor"), ("ceil", "Ceil"), ("round", "Round"), ("sign", "Sign"),
-                     ("hardswish", "HardSwish"), ("mish", "Mish")]:
+                     ("hardswish", "HardSwish"), ("mish", "Mish"), ("tan", "Tan"),
+                     ("asin", "Asin"), ("acos", "Acos"), ("atan", "Atan"), ("sinh", "Sinh"),
+                     ("cosh", "Cosh"), ("asinh", "Asinh"), ("acosh", "Acosh"),
+                     ("atanh", "Atanh")]:
     op(getattr(aten, _name).default)(_unary(_onnx))
 op(aten.hardsigmoid.default)(_unary("HardSigmoid", alpha=1.0 / 6, beta=0.5))
 op(aten.isnan.default)(lambda cx, a: cx.out("IsNaN", [a["self"]]))
 op(aten.isinf.default)(lambda cx, a: cx.out("IsInf", [a["self"]]))
+
+
+@op(aten.log1p.default, aten.expm1.default)
+def _log1p_expm1(cx, a):
+    # log(1 + x) / exp(x) - 1 in float64 and back: exact to float32 precision near 0 too
+    # (BCE-with-logits and softplus-style code use them on tiny values).
+    dt = cx.dtype
+    x = cx.cast(a["self"], "float64")
+    one = cx.scalar(1.0, "float64")
+    if cx.fx.target is aten.log1p.default:
+        y = cx.tmp("Log", [cx.tmp("Add", [x, one], "float64", cx.shape)], "float64", cx.shape)
+    else:
+        y = cx.tmp("Sub", [cx.tmp("Exp", [x], "float64", cx.shape), one], "float64", cx.shape)
+    return cx.out("Cast", [y], to=dtype_to_onnx(dt))
+
+
+@op(aten.log2.default, aten.log10.default)
+def _log_base(cx, a):
+    dt = cx.dtype
+    ln = cx.tmp("Log", [cx.cast(a["self"], dt)], dt, cx.shape)
+    base = 2.0 if cx.fx.target is aten.log2.default else 10.0
+    return cx.out("Div", [ln, cx.scalar(np.log(base), dt)])
+
+
+@op(aten.trunc.default)
+def _trunc(cx, a):
+    x = a["self"]
+    if not x.dtype.startswith(("float", "bfloat")):
+        return x  # integers are already whole
+    fl = cx.tmp("Floor", [cx.tmp("Abs", [x], x.dtype, x.shape)], x.dtype, x.shape)
+    return cx.out("Mul", [cx.tmp("Sign", [x], x.dtype, x.shape), fl])
+
+
+@op(aten.fmod.Tensor, aten.fmod.Scalar)
+def _fmod(cx, a):
+    dt = cx.dtype  # C fmod: the result takes the dividend's sign
+    return cx.out("Mod", [cx.as_value(a["self"], dt), cx.as_value(a["other"], dt)], fmod=1)
 
 
 @op(aten.rsqrt.default)
@@ -232,21 +274,37 @@ def _leaky_relu(cx, a):
 
 @op(aten.elu.default)
 def _elu(cx, a):
-    if a["scale"] != 1 or a["input_scale"] != 1:
-        raise Unsupported("scale or input_scale != 1")
-    return cx.out("Elu", [a["self"]], alpha=float(a["alpha"]))
+    x, scale, in_scale, alpha = a["self"], a["scale"], a["input_scale"], float(a["alpha"])
+    if scale == 1 and in_scale == 1:
+        return cx.out("Elu", [x], alpha=alpha)
+    # F.selu / F.celu: scale * (x > 0 ? x : alpha * (exp(input_scale * x) - 1))
+    dt, shape = x.dtype, x.shape
+    e = cx.tmp("Exp", [cx.tmp("Mul", [x, cx.scalar(in_scale, dt)], dt, shape)], dt, shape)
+    neg = cx.tmp("Mul", [cx.tmp("Sub", [e, cx.scalar(1.0, dt)], dt, shape),
+                         cx.scalar(alpha, dt)], dt, shape)
+    pos = cx.tmp("Greater", [x, cx.scalar(0.0, dt)], "bool", shape)
+    y = cx.tmp("Where", [pos, x, neg], dt, shape)
+    return cx.out("Mul", [y, cx.scalar(scale, dt)])
 
 
 @op(aten.softplus.default)
 def _softplus(cx, a):
-    # ONNX Softplus has no threshold: above it torch returns x, Softplus log(1 + e^x) == x
-    # to within float rounding there, so the threshold is dropped.
-    x, beta = a["self"], a["beta"]
-    if beta == 1:
-        return cx.out("Softplus", [x])
-    bx = cx.tmp("Mul", [x, cx.scalar(beta, x.dtype)], x.dtype, x.shape)
-    sp = cx.tmp("Softplus", [bx], x.dtype, x.shape)
-    return cx.out("Div", [sp, cx.scalar(beta, x.dtype)])
+    # ONNX Softplus has no threshold: above it (beta * x > threshold) torch returns x. At the
+    # default threshold 20, log(1 + e^t) - t = log(1 + e^-t) < 3e-9 is below float rounding,
+    # so the threshold is dropped; a smaller one (nn.Softplus(threshold=3)) is a visible kink
+    # and gets a Where.
+    x, beta, thr = a["self"], a["beta"], float(a["threshold"])
+    dt, shape = x.dtype, x.shape
+    bx = x if beta == 1 else cx.tmp("Mul", [x, cx.scalar(beta, dt)], dt, shape)
+    if thr >= 15:
+        if beta == 1:
+            return cx.out("Softplus", [x])
+        return cx.out("Div", [cx.tmp("Softplus", [bx], dt, shape), cx.scalar(beta, dt)])
+    sp = cx.tmp("Softplus", [bx], dt, shape)
+    if beta != 1:
+        sp = cx.tmp("Div", [sp, cx.scalar(beta, dt)], dt, shape)
+    above = cx.tmp("Greater", [bx, cx.scalar(thr, dt)], "bool", shape)
+    return cx.out("Where", [above, x, sp])
 
 
 def _clip_bound(cx, v, dt):
@@ -363,6 +421,26 @@ def _any_all(cx, a):
     axes = None if dims is None else cx.ints([axis(d, rank(x)) for d in dims])
     r = cx.tmp(onnx_op, [f, axes], "float32", cx.shape, keepdims=int(bool(a.get("keepdim", False))))
     return cx.out("Cast", [r], to=dtype_to_onnx("bool"))
+
+
+@op(aten.linalg_vector_norm.default)
+def _vector_norm(cx, a):
+    # x.norm(), F.normalize, cosine_similarity. ord 1 / 2 are ReduceL1 / ReduceL2, +-inf the
+    # max / min of |x|; any other p is (sum |x|^p)^(1/p).
+    x, p = cx.cast(a["self"], cx.dtype), float(a["ord"])
+    dims = _dims(a["dim"])
+    axes = None if dims is None else cx.ints([axis(d, rank(x)) for d in dims])
+    keep = int(bool(a["keepdim"]))
+    if p in (1.0, 2.0):
+        return cx.out("ReduceL1" if p == 1 else "ReduceL2", [x, axes], keepdims=keep)
+    ax = cx.tmp("Abs", [x], x.dtype, x.shape)
+    if p in (float("inf"), float("-inf")):
+        return cx.out("ReduceMax" if p > 0 else "ReduceMin", [ax, axes], keepdims=keep)
+    if p == 0:
+        raise Unsupported("ord=0")
+    pw = cx.tmp("Pow", [ax, cx.scalar(p, x.dtype)], x.dtype, x.shape)
+    sm = cx.tmp("ReduceSum", [pw, axes], x.dtype, cx.shape, keepdims=keep)
+    return cx.out("Pow", [sm, cx.scalar(1.0 / p, x.dtype)])
 
 
 @op(aten.var.correction)

@@ -93,17 +93,39 @@ def _avg_pool(cx, a):
 def _adaptive_avg_pool(cx, a):
     # Output 1x1 is a global average; an output that divides the input evenly is a plain
     # average pool with kernel = stride = in/out. Other sizes have overlapping, uneven windows.
+    # Only the spatial dims matter: a dynamic batch (or channel) dim is fine.
     x = a["self"]
-    spatial_in = _static(x, "adaptive_avg_pool")[2:]
-    spatial_out = cx.static_shape()[2:] if cx.static_shape() else None
-    if spatial_out is None:
+    spatial_out = tuple(cx.shape[2:]) if cx.shape is not None else None
+    if spatial_out is None or not all(isinstance(o, int) for o in spatial_out):
         raise Unsupported("symbolic output size")
     if all(o == 1 for o in spatial_out):
         return cx.out("GlobalAveragePool", [x])
+    spatial_in = tuple(x.shape[2:]) if x.shape is not None else None
+    if spatial_in is None or not all(isinstance(i, int) for i in spatial_in):
+        raise Unsupported("adaptive_avg_pool needs static spatial dims")
     if any(i % o for i, o in zip(spatial_in, spatial_out)):
         raise Unsupported(f"input size {spatial_in} not a multiple of output size {spatial_out}")
     k = [i // o for i, o in zip(spatial_in, spatial_out)]
     return cx.out("AveragePool", [x], kernel_shape=k, strides=k)
+
+
+@op(aten.adaptive_max_pool2d.default, aten.adaptive_max_pool3d.default)
+def _adaptive_max_pool(cx, a):
+    # (values, indices); as adaptive_avg_pool: global, or windows that tile the input evenly.
+    # Only the values exist here.
+    x = a["self"]
+    spatial_out = tuple(cx.shape[2:]) if cx.shape is not None else None
+    spatial_in = tuple(x.shape[2:]) if x.shape is not None else None
+    if spatial_out is None or not all(isinstance(o, int) for o in spatial_out):
+        raise Unsupported("symbolic output size")
+    if all(o == 1 for o in spatial_out):
+        return [cx.out("GlobalMaxPool", [x], n=1), None]
+    if spatial_in is None or not all(isinstance(i, int) for i in spatial_in):
+        raise Unsupported("adaptive_max_pool needs static spatial dims")
+    if any(i % o for i, o in zip(spatial_in, spatial_out)):
+        raise Unsupported(f"input size {spatial_in} not a multiple of output size {spatial_out}")
+    k = [i // o for i, o in zip(spatial_in, spatial_out)]
+    return [cx.out("MaxPool", [x], n=1, kernel_shape=k, strides=k), None]
 
 
 # ---------------------------------------------------------------------------------------
@@ -142,6 +164,36 @@ def _native_batch_norm(cx, a):
     return _batch_norm(cx, a)
 
 
+@op(aten._native_batch_norm_legit.no_stats)
+def _batch_norm_no_stats(cx, a):
+    # No running statistics (nn.InstanceNorm*, which folds the batch into the channels, and
+    # BatchNorm with track_running_stats=False): normalise with the batch's own statistics
+    # per channel (axis 1), the biased variance, as torch. (output, save_mean, save_rstd)
+    x = a["input"]
+    r = rank(x)
+    axes = cx.ints([0] + list(range(2, r)))
+    kept = tuple(s if i == 1 else 1 for i, s in enumerate(x.shape))
+    mean = cx.tmp("ReduceMean", [x, axes], x.dtype, kept, keepdims=1)
+    dev = cx.tmp("Sub", [x, mean], x.dtype, x.shape)
+    var = cx.tmp("ReduceMean", [cx.tmp("Mul", [dev, dev], x.dtype, x.shape), axes], x.dtype,
+                 kept, keepdims=1)
+    std = cx.tmp("Sqrt", [cx.tmp("Add", [var, cx.scalar(float(a["eps"]), x.dtype)], x.dtype,
+                                 kept)], x.dtype, kept)
+    w, b = a["weight"], a["bias"]
+    if w is None and b is None:
+        return [cx.out("Div", [dev, std], n=1), None, None]
+    y = cx.tmp("Div", [dev, std], x.dtype, x.shape)
+    per_channel = cx.ints([-1] + [1] * (r - 2))
+    if w is not None:
+        wr = cx.tmp("Reshape", [w, per_channel], w.dtype, (w.shape[0],) + (1,) * (r - 2))
+        y = cx.tmp("Mul", [y, wr], x.dtype, x.shape) if b is not None else cx.out(
+            "Mul", [y, wr], n=1)
+    if b is not None:
+        br = cx.tmp("Reshape", [b, per_channel], b.dtype, (b.shape[0],) + (1,) * (r - 2))
+        y = cx.out("Add", [y, br], n=1)
+    return [y, None, None]
+
+
 def _layer_norm(cx, a, multi: bool):
     x, shape = a["input"], [int(s) for s in a["normalized_shape"]]
     w = a["weight"] if a["weight"] is not None else _ones(cx, x, shape, "scale")
@@ -157,15 +209,20 @@ op(aten.native_layer_norm.default)(lambda cx, a: _layer_norm(cx, a, True))
 def _group_norm(cx, x: Value, groups: int, w, b, eps: float) -> Value:
     # Group norm = instance norm over (N, G, C/G * spatial), then the per-channel affine.
     # (ONNX GroupNormalization changed its scale's meaning in opset 21, so it is avoided.)
-    shape = _static(x, "group norm")
-    grouped = (shape[0], groups, int(np.prod(shape[1:])) // groups)
-    y = cx.tmp("Reshape", [x, cx.ints(grouped)], x.dtype, grouped)
+    shape = x.shape
+    if shape is None or not all(isinstance(d, int) for d in shape[1:]):
+        raise Unsupported("group norm needs static channel and spatial dims")
+    # A dynamic batch: Reshape's 0 copies it, and the result takes the input's runtime shape.
+    batch = shape[0] if isinstance(shape[0], int) else 0
+    grouped = (batch, groups, int(np.prod(shape[1:])) // groups)
+    y = cx.tmp("Reshape", [x, cx.ints(grouped)], x.dtype, (shape[0],) + grouped[1:])
     y = cx.tmp("InstanceNormalization", [y, _ones(cx, x, (groups,), "scale"),
-                                         _zeros(cx, x, (groups,), "bias")], x.dtype, grouped,
+                                         _zeros(cx, x, (groups,), "bias")], x.dtype, y.shape,
                epsilon=float(eps))
+    back = cx.ints(shape) if batch else cx.tmp("Shape", [x], "int64", (len(shape),))
     if w is None and b is None:
-        return cx.out("Reshape", [y, cx.ints(shape)])
-    y = cx.tmp("Reshape", [y, cx.ints(shape)], x.dtype, shape)
+        return cx.out("Reshape", [y, back])
+    y = cx.tmp("Reshape", [y, back], x.dtype, shape)
     per_channel = (shape[1],) + (1,) * (len(shape) - 2)
     if w is not None:
         wr = cx.tmp("Reshape", [w, cx.ints(per_channel)], w.dtype, per_channel)
@@ -209,8 +266,12 @@ def _resize(cx, kind: str, x: Value, scales) -> Value:
         sc = cx.const(np.asarray([1.0, 1.0] + [float(s) for s in scales], np.float32), "scales")
         return cx.out("Resize", [x, None, sc], **attrs)
     shape = cx.static_shape()
-    if shape is None:
-        raise Unsupported("symbolic output size")
+    if shape is None:  # a dynamic batch or channel dim: give the spatial sizes only (axes)
+        spatial = tuple(cx.shape[2:]) if cx.shape is not None else ()
+        if not spatial or not all(isinstance(d, int) for d in spatial):
+            raise Unsupported("symbolic output size")
+        return cx.out("Resize", [x, None, None, cx.ints(spatial)],
+                      axes=list(range(2, 2 + len(spatial))), **attrs)
     return cx.out("Resize", [x, None, None, cx.ints(shape)], **attrs)
 
 

@@ -163,12 +163,41 @@ def _embedding(cx, a):
 def _index(cx, a):
     x, idx = a["self"], a["indices"]
     used = [i for i, t in enumerate(idx) if t is not None]
-    if len(used) != 1:
-        raise Unsupported("more than one index tensor")
-    t = idx[used[0]]
-    if t.dtype == "bool":
+    if any(idx[i].dtype == "bool" for i in used):
         raise Unsupported("boolean mask index (data-dependent shape)")
-    return cx.out("Gather", [x, t], axis=used[0])
+    if len(used) == 1:
+        return cx.out("Gather", [x, idx[used[0]]], axis=used[0])
+    return _index_nd(cx, x, [idx[i] for i in used], used)
+
+
+def _index_nd(cx, x: Value, tensors: list, dims: list[int]) -> Value:
+    # x[i, j] / x[:, i, j] (logits[arange(B), lengths]): the index tensors broadcast to one
+    # shape, stacked on a last axis they are GatherND's indices. Adjacent index dims only,
+    # where torch puts the result's index dims in their place; separated ones put them first.
+    k, m, r = dims[0], len(dims), rank(x)
+    if dims != list(range(k, k + m)):
+        raise Unsupported("index tensors on non-adjacent dims")
+    tensors = [cx.cast(t, "int64") for t in tensors]
+    nb = len(cx.shape) - (r - m)  # the broadcast index rank, its dims in the output:
+    bs = tuple(cx.shape[k:k + nb])
+    if all(isinstance(d, int) for d in bs):
+        bshape = cx.ints(bs)
+    else:  # dynamic: the shape of a zero tensor that broadcasts every index
+        zero = None
+        for t in tensors:
+            z = cx.tmp("Mul", [t, cx.scalar(0, "int64")], "int64", t.shape)
+            zero = z if zero is None else cx.tmp("Add", [zero, z], "int64", bs)
+        bshape = cx.tmp("Shape", [zero], "int64", (nb,))
+    parts = [cx.tmp("Unsqueeze", [cx.tmp("Expand", [t, bshape], "int64", bs),
+                                  cx.ints([-1])], "int64", bs + (1,)) for t in tensors]
+    ind = cx.tmp("Concat", parts, "int64", bs + (m,), axis=-1)
+    if k == 0:
+        return cx.out("GatherND", [x, ind])
+    front = list(range(k, k + m)) + list(range(k)) + list(range(k + m, r))
+    xt = cx.tmp("Transpose", [x], x.dtype, tuple(x.shape[i] for i in front), perm=front)
+    g = cx.tmp("GatherND", [xt, ind], x.dtype, bs + tuple(x.shape[i] for i in front[m:]))
+    perm = list(range(nb, nb + k)) + list(range(nb)) + list(range(nb + k, nb + r - m))
+    return cx.out("Transpose", [g], perm=perm)
 
 
 @op(aten.cat.default)
@@ -239,8 +268,8 @@ def _repeat(cx, a):
     x, reps = a["self"], list(a["repeats"])
     if len(reps) > rank(x):  # repeat may add leading axes; Tile needs equal ranks
         shape = (1,) * (len(reps) - rank(x)) + tuple(x.shape)
-        x = cx.tmp("Reshape", [x, cx.ints(shape)], x.dtype, shape)
-    return cx.out("Tile", [x, cx.ints(reps)])
+        x = cx.tmp("Unsqueeze", [x, cx.ints(range(len(reps) - rank(x)))], x.dtype, shape)
+    return cx.out("Tile", [x, shape_input(cx, reps)])  # SymInt repeats with dynamic shapes
 
 
 # ---------------------------------------------------------------------------------------
@@ -251,11 +280,28 @@ def _repeat(cx, a):
     aten.empty_like.default)
 def _like(cx, a):
     shape = cx.static_shape()
-    if shape is None:
-        raise Unsupported("symbolic shape")
     fill = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}.get(
         cx.fx.target.__name__.split(".")[0], a.get("fill_value"))
+    if shape is None:  # dynamic shapes: broadcast the fill value to the input's runtime shape
+        x = a["self"]
+        return cx.out("Expand", [cx.scalar(fill, cx.dtype),
+                                 cx.tmp("Shape", [x], "int64", (rank(x),))])
     return cx.conv.add_const(cx.name, np.full(shape, fill, dtype=cx.dtype))
+
+
+# Creation ops whose arguments are all Python numbers are folded into initializers by the
+# converter; these emitters only see sizes that are SymInts (dynamic shapes).
+
+
+@op(aten.full.default)
+def _full(cx, a):
+    return cx.out("Expand", [cx.scalar(a["fill_value"], cx.dtype), shape_input(cx, a["size"])])
+
+
+@op(aten.arange.start_step)
+def _arange(cx, a):
+    dt = cx.dtype
+    return cx.out("Range", [cx.as_value(a[k], dt) for k in ("start", "end", "step")])
 
 
 # ---------------------------------------------------------------------------------------
@@ -281,3 +327,62 @@ def _sym_binary(onnx_op: str):
 for _fn, _onnx in [(operator.add, "Add"), (operator.sub, "Sub"), (operator.mul, "Mul"),
                    (operator.floordiv, "Div")]:
     op(_fn)(_sym_binary(_onnx))
+
+
+# ---------------------------------------------------------------------------------------
+# element-wise indexing along one axis, sorting, running sums
+
+
+@op(aten.gather.default)
+def _gather(cx, a):
+    x = a["self"]
+    return cx.out("GatherElements", [x, a["index"]], axis=axis(a["dim"], rank(x)))
+
+
+_SCATTER_REDUCE = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
+
+
+@op(aten.scatter.src, aten.scatter.value, aten.scatter_add.default, aten.scatter_reduce.two)
+def _scatter(cx, a):
+    x, idx = a["self"], a["index"]
+    src = a.get("src")
+    if src is None:  # scatter.value: one number written at every index
+        src = cx.tmp("Expand", [cx.scalar(a["value"], x.dtype),
+                                cx.tmp("Shape", [idx], "int64", (rank(idx),))], x.dtype, idx.shape)
+    name = cx.fx.target.__name__
+    reduction = "add" if name.startswith("scatter_add") else "none"
+    if name.startswith("scatter_reduce"):
+        if a["reduce"] not in _SCATTER_REDUCE or not a["include_self"]:
+            raise Unsupported(f"reduce={a['reduce']!r}, include_self={a['include_self']}")
+        reduction = _SCATTER_REDUCE[a["reduce"]]
+    return cx.out("ScatterElements", [x, idx, cx.cast(src, x.dtype)],
+                  axis=axis(a["dim"], rank(x)), reduction=reduction)
+
+
+@op(aten.topk.default)
+def _topk(cx, a):
+    # (values, indices); torch's unsorted order is unspecified, so sorted order is as good.
+    x = a["self"]
+    return cx.out("TopK", [x, cx.ints([a["k"]])], axis=axis(a["dim"], rank(x)),
+                  largest=int(bool(a["largest"])), sorted=1)
+
+
+@op(aten.sort.default, aten.sort.stable)
+def _sort(cx, a):
+    # A TopK of every element; among equal values it keeps the lower index first (stable).
+    x = a["self"]
+    d = axis(a["dim"], rank(x))
+    n = x.shape[d]
+    if isinstance(n, int):
+        k = cx.ints([n])
+    else:
+        shp = cx.tmp("Shape", [x], "int64", (rank(x),))
+        k = cx.tmp("Slice", [shp, cx.ints([d]), cx.ints([d + 1])], "int64", (1,))
+    return cx.out("TopK", [x, k], axis=d, largest=int(bool(a["descending"])), sorted=1)
+
+
+@op(aten.cumsum.default)
+def _cumsum(cx, a):
+    x = a["self"]  # the FX node's dtype: int64 for bool/int inputs, or dtype=
+    return cx.out("CumSum", [cx.cast(x, cx.dtype),
+                             cx.const(np.asarray(axis(a["dim"], rank(x)), np.int64), "axis")])
