@@ -1,0 +1,113 @@
+"""Vision / detection kernels (kernels/nn_vision.py, kernels/tensor_unique.py) beyond the
+onnx node cases: seeded random cases against onnxruntime and onnx's ReferenceEvaluator,
+and the compile-time refusals."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from pyge.errors import GraphError
+from pyge.frontends import load_onnx
+from pyge.kernels.runtime import run_reference
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def _model(op, inputs, attrs=None, opset=17, n_out=1, consts=()):
+    names = list(inputs)
+    node = helper.make_node(op, [n if inputs[n] is not None else "" for n in names],
+                            [f"y{i}" for i in range(n_out)], **(attrs or {}))
+    g_in, inits = [], []
+    for n, a in inputs.items():
+        if a is None:
+            continue
+        a = np.asarray(a)
+        if n in consts:
+            inits.append(numpy_helper.from_array(a, n))
+        else:
+            g_in.append(helper.make_tensor_value_info(
+                n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape))
+    outs = [onnx.ValueInfoProto(name=f"y{i}") for i in range(n_out)]
+    m = helper.make_model(helper.make_graph([node], "t", g_in, outs, inits),
+                          opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def _feeds(inputs, consts=()):
+    return {n: np.asarray(a) for n, a in inputs.items() if a is not None and n not in consts}
+
+
+def _pyge(m, feeds):
+    g = load_onnx(m)
+    out = run_reference(g, feeds)
+    return [out[v.name] for v in g.outputs]
+
+
+def _ort(m, feeds):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return s.run(None, feeds)
+
+
+def _close(got, exp, exact=False, rtol=1e-5, atol=1e-5):
+    assert len(got) == len(exp)
+    for a, b in zip(got, exp):
+        b = np.asarray(b)
+        assert a.shape == b.shape, (a.shape, b.shape)
+        assert a.dtype == b.dtype, (a.dtype, b.dtype)
+        if exact or b.dtype.kind in "iubO":
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+# ---------------------------------------------------------------------------------------
+# NonMaxSuppression
+
+
+def _boxes(rng, b, n, center):
+    if center:
+        xy = rng.uniform(0, 10, (b, n, 2))
+        wh = rng.uniform(0.5, 4, (b, n, 2))
+        return np.concatenate([xy, wh], -1).astype(np.float32)
+    p = rng.uniform(0, 10, (b, n, 2, 2))
+    return np.concatenate([p[..., 0, :], p[..., 0, :] + rng.uniform(-3, 3, (b, n, 2))],
+                          -1).astype(np.float32)  # some flipped corners
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_nms_random_matches_ort_and_reference(seed):
+    rng = np.random.default_rng(seed)
+    b, c, n = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 40))
+    center = int(seed % 2)
+    scores = rng.uniform(0, 1, (b, c, n)).astype(np.float32)
+    scores[..., ::5] = 0.5                      # ties: the lower index goes first
+    inputs = {"boxes": _boxes(rng, b, n, center), "scores": scores,
+              "m": np.array([int(rng.integers(1, 12))], np.int64),
+              "iou": np.array([rng.uniform(0, 0.7)], np.float32),
+              "st": np.array([rng.uniform(0, 0.6)], np.float32) if seed % 3 else None}
+    m = _model("NonMaxSuppression", inputs, {"center_point_box": center}, 11)
+    feeds = _feeds(inputs)
+    got = _pyge(m, feeds)
+    _close(got, _ort(m, feeds), exact=True)
+    _close(got, ReferenceEvaluator(m).run(None, feeds), exact=True)
+
+
+def test_nms_absent_limit_selects_nothing():
+    rng = np.random.default_rng(0)
+    inputs = {"boxes": _boxes(rng, 1, 5, 0), "scores": rng.uniform(0, 1, (1, 2, 5))
+              .astype(np.float32)}
+    got = _pyge(_model("NonMaxSuppression", inputs, {}, 11), _feeds(inputs))[0]
+    assert got.shape == (0, 3) and got.dtype == np.int64
+
+
+def test_nms_refuses_bad_center_point_box():
+    inputs = {"boxes": np.zeros((1, 1, 4), np.float32), "scores": np.zeros((1, 1, 1), np.float32)}
+    m = _model("NonMaxSuppression", inputs, {"center_point_box": 2}, 11)
+    with pytest.raises(GraphError, match=r"NonMaxSuppression.*center_point_box"):
+        _pyge(m, _feeds(inputs))
