@@ -111,3 +111,41 @@ def test_nms_refuses_bad_center_point_box():
     m = _model("NonMaxSuppression", inputs, {"center_point_box": 2}, 11)
     with pytest.raises(GraphError, match=r"NonMaxSuppression.*center_point_box"):
         _pyge(m, _feeds(inputs))
+
+
+# ---------------------------------------------------------------------------------------
+# RoiAlign
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_roi_align_random_matches_ort_and_reference(seed):
+    rng = np.random.default_rng(seed)
+    b, c, h, w = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(3, 12)), \
+        int(rng.integers(3, 12))
+    n = int(rng.integers(1, 6))
+    x = rng.standard_normal((b, c, h, w)).astype(np.float32)
+    p = rng.uniform(-3, 14, (n, 2, 2)).astype(np.float32)
+    rois = np.concatenate([p.min(1), p.max(1)], -1)          # some past the borders
+    if seed % 4 == 0:
+        rois[0, 2:] = rois[0, :2] + 0.3                      # a tiny roi
+    bidx = rng.integers(0, b, n).astype(np.int64)
+    opset = 10 if seed % 3 == 0 else 16
+    attrs = {"mode": "max" if seed % 2 else "avg", "output_height": int(rng.integers(1, 4)),
+             "output_width": int(rng.integers(1, 4)), "sampling_ratio": int(seed % 3),
+             "spatial_scale": float(rng.choice([1.0, 0.5, 2.0]))}
+    if opset == 16:
+        attrs["coordinate_transformation_mode"] = ["half_pixel", "output_half_pixel"][seed % 2]
+    inputs = {"x": x, "rois": rois, "bi": bidx}
+    m = _model("RoiAlign", inputs, attrs, opset)
+    got = _pyge(m, inputs)
+    _close(got, _ort(m, inputs))
+    if opset >= 16:  # the reference applies opset 16's half_pixel default to opset 10 too
+        _close(got, ReferenceEvaluator(m).run(None, inputs))
+
+
+def test_roi_align_refuses_unknown_mode():
+    inputs = {"x": np.zeros((1, 1, 2, 2), np.float32), "rois": np.zeros((1, 4), np.float32),
+              "bi": np.zeros(1, np.int64)}
+    m = _model("RoiAlign", inputs, {"mode": "median"}, 16)
+    with pytest.raises(GraphError, match=r"RoiAlign.*'mode'"):
+        _pyge(m, inputs)

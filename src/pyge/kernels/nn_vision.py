@@ -105,3 +105,140 @@ def non_max_suppression(ctx):
         res = torch.tensor(out, dtype=torch.int64).reshape(-1, 3)
         return [res.to(dev) if dev.type != "cpu" else res]
     return fn
+
+
+# ---------------------------------------------------------------------------------------
+# RoiAlign
+
+
+def _roi_coords(start, bin_size, grid, n_out, g_max, size):
+    """Sample positions along one axis, as the reference computes them: for roi r, output
+    cell p and sample i < grid[r], c = start + p * bin + (i + 0.5) * bin / grid.
+    Returns (c clamped to [0, size - 1], inside, valid), each (rois, n_out, g_max): inside is
+    False for samples the reference zeroes (c < -1 or c > size), valid False for samples
+    past the roi's own grid."""
+    dev, dt = start.device, start.dtype
+    p = torch.arange(n_out, device=dev, dtype=dt).view(1, -1, 1)
+    i = torch.arange(g_max, device=dev, dtype=dt).view(1, 1, -1)
+    s, b, g = start.view(-1, 1, 1), bin_size.view(-1, 1, 1), grid.view(-1, 1, 1)
+    c = s + p * b + (i + 0.5) * b / g.to(dt)
+    inside = (c >= -1.0) & (c <= size)
+    valid = (torch.arange(g_max, device=dev).view(1, 1, -1) < g).expand(c.shape)
+    return c.clamp(0, size - 1), inside, valid
+
+
+def _roi_axis(c, inside, size):
+    """Clamped positions -> (low, high, w_low, w_high), zero weights outside."""
+    low = c.floor().long().clamp_max(size - 1)
+    high = (low + 1).clamp_max(size - 1)
+    w_high = c - low.to(c.dtype)
+    w_low = 1.0 - w_high
+    z = torch.zeros_like(w_low)
+    return low, high, torch.where(inside, w_low, z), torch.where(inside, w_high, z)
+
+
+def _roi_avg(x, bidx, cy, cx, w, n, oh, ow, gh, gw):
+    """Average of the bilinear samples by torch's grid_sample (border padding on pixel
+    coordinates clamped as the reference clamps them), in chunks of rois per batch entry.
+    w: (n, oh, gh, ow, gw) sample weights (1/count, 0 where the reference drops a sample)."""
+    B, C, H, W = x.shape
+    ny = cy * (2.0 / (H - 1)) - 1 if H > 1 else torch.zeros_like(cy)
+    nx = cx * (2.0 / (W - 1)) - 1 if W > 1 else torch.zeros_like(cx)
+    grid = torch.stack(torch.broadcast_tensors(nx.view(n, 1, 1, ow, gw),
+                                               ny.view(n, oh, gh, 1, 1)), -1)
+    out = torch.empty((n, C, oh, ow), device=x.device, dtype=x.dtype)
+    chunk = max(1, (1 << 24) // max(1, C * oh * gh * ow * gw))
+    for b in range(B):
+        sel = (bidx == b).nonzero().view(-1) if B > 1 else None
+        m = n if sel is None else sel.numel()
+        for lo in range(0, m, chunk):
+            idx = torch.arange(lo, min(lo + chunk, m), device=x.device) if sel is None \
+                else sel[lo:lo + chunk]
+            k = idx.numel()
+            g = grid[idx].reshape(1, k * oh * gh, ow * gw, 2)
+            v = F.grid_sample(x[b:b + 1], g, mode="bilinear", padding_mode="border",
+                              align_corners=True).view(C, k, oh, gh, ow, gw)
+            out[idx] = torch.einsum("cnpiqj,npiqj->ncpq", v, w[idx])
+    return out
+
+
+@register("RoiAlign", since=10)
+def roi_align(ctx):
+    mode = ctx.attr("mode", "avg")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("avg", "max"):
+        raise node_error(ctx, f"attribute 'mode' must be 'avg' or 'max', got {mode!r}")
+    ctm = ctx.attr("coordinate_transformation_mode",
+                   "half_pixel" if ctx.opset >= 16 else "output_half_pixel")
+    ctm = ctm.decode() if isinstance(ctm, bytes) else ctm
+    if ctm not in ("half_pixel", "output_half_pixel"):
+        raise node_error(ctx, "attribute 'coordinate_transformation_mode' must be "
+                              f"'half_pixel' or 'output_half_pixel', got {ctm!r}")
+    half_pixel = ctm == "half_pixel"
+    oh, ow = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
+    ratio = int(ctx.attr("sampling_ratio", 0))
+    scale = float(ctx.attr("spatial_scale", 1.0))
+    if oh < 1 or ow < 1 or ratio < 0:
+        raise node_error(ctx, f"output_height {oh} / output_width {ow} must be >= 1 and "
+                              f"sampling_ratio {ratio} >= 0")
+    offset = 0.5 if half_pixel else 0.0
+
+    def fn(xs):
+        x, rois, bidx = xs[0], xs[1], xs[2]
+        if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 4:
+            raise run_error(ctx, f"X {tuple(x.shape)} must be 4-D and rois "
+                                 f"{tuple(rois.shape)} [num_rois, 4]")
+        dt = torch.float64 if x.dtype == torch.float64 else torch.float32
+        B, C, H, W = x.shape
+        n = rois.shape[0]
+        r = rois.to(dt)
+        sw, sh = r[:, 0] * scale - offset, r[:, 1] * scale - offset
+        rw, rh = r[:, 2] * scale - offset - sw, r[:, 3] * scale - offset - sh
+        if not half_pixel:
+            rw, rh = rw.clamp_min(1.0), rh.clamp_min(1.0)
+        bh, bw = rh / oh, rw / ow
+        if ratio > 0:
+            gh = gw = torch.full((n,), ratio, device=x.device, dtype=torch.int64)
+            gh_max = gw_max = ratio
+        else:
+            gh, gw = torch.ceil(rh / oh).long(), torch.ceil(rw / ow).long()
+            gh_max = max(int(gh.max()), 0) if n else 0
+            gw_max = max(int(gw.max()), 0) if n else 0
+        y = torch.zeros((n, C, oh, ow), device=x.device, dtype=dt)
+        if n == 0 or gh_max == 0 or gw_max == 0:
+            return [y.to(x.dtype)]
+        count = (gh.clamp_min(0) * gw.clamp_min(0)).clamp_min(1).to(dt)
+        cy, iny, vy = _roi_coords(sh, bh, gh, oh, gh_max, H)          # (n, oh, gh_max)
+        cx, inx, vx = _roi_coords(sw, bw, gw, ow, gw_max, W)          # (n, ow, gw_max)
+        oky = (iny & vy).view(n, oh, gh_max, 1, 1)
+        okx = (inx & vx).view(n, 1, 1, ow, gw_max)
+        if x.numel() == 0:
+            return [y.to(x.dtype)]
+        if mode == "avg":
+            w = (oky & okx).to(dt) / count.view(n, 1, 1, 1, 1)
+            return [_roi_avg(x.to(dt), bidx.long(), cy, cx, w, n, oh, ow, gh_max,
+                             gw_max).to(x.dtype)]
+        # max: the reference takes the max of the four *weighted* corners of each sample,
+        # then the max over the samples (invalid samples: not counted; outside: 0).
+        yl, yh, wyl, wyh = _roi_axis(cy, iny, H)
+        xl, xh, wxl, wxh = _roi_axis(cx, inx, W)
+        flat = x.to(dt).permute(0, 2, 3, 1).reshape(B * H * W, C)
+        base = (bidx.long() * (H * W)).view(n, 1, 1, 1)
+        xl4, xh4 = xl.unsqueeze(1), xh.unsqueeze(1)                   # (n, 1, ow, gw)
+        wxl4, wxh4 = wxl.unsqueeze(1), wxh.unsqueeze(1)
+        acc = None
+        for iy in range(gh_max):
+            rl = (yl[:, :, iy] * W).reshape(n, oh, 1, 1) + base
+            rh_ = (yh[:, :, iy] * W).reshape(n, oh, 1, 1) + base
+            a, b = wyl[:, :, iy].reshape(n, oh, 1, 1), wyh[:, :, iy].reshape(n, oh, 1, 1)
+            terms = ((a * wxl4, rl + xl4), (a * wxh4, rl + xh4),
+                     (b * wxl4, rh_ + xl4), (b * wxh4, rh_ + xh4))
+            vals = [wt.unsqueeze(-1) * flat[i] for wt, i in terms]    # (n, oh, ow, gw, C)
+            ok = (vy[:, :, iy].reshape(n, oh, 1, 1) & vx.unsqueeze(1)).unsqueeze(-1)
+            v = torch.maximum(torch.maximum(vals[0], vals[1]),
+                              torch.maximum(vals[2], vals[3]))
+            v = torch.where(ok, v, torch.full_like(v, -math.inf)).amax(3)
+            acc = v if acc is None else torch.maximum(acc, v)
+        acc = torch.where(acc == -math.inf, torch.zeros_like(acc), acc)
+        return [acc.permute(0, 3, 1, 2).to(x.dtype).contiguous()]
+    return fn
