@@ -149,3 +149,51 @@ def test_roi_align_refuses_unknown_mode():
     m = _model("RoiAlign", inputs, {"mode": "median"}, 16)
     with pytest.raises(GraphError, match=r"RoiAlign.*'mode'"):
         _pyge(m, inputs)
+
+
+# ---------------------------------------------------------------------------------------
+# GridSample
+
+
+_GS_CASES = [(mode, pad, align, nd) for mode in ("linear", "nearest", "cubic")
+             for pad in ("zeros", "border", "reflection") for align in (0, 1)
+             for nd in (1, 2, 3) if not (mode == "cubic" and nd == 3)]
+
+
+@pytest.mark.parametrize("mode,pad,align,nd", _GS_CASES)
+def test_grid_sample_matches_reference(mode, pad, align, nd):
+    rng = np.random.default_rng(len(mode) * 100 + len(pad) * 10 + align + nd)
+    sp = [int(v) for v in rng.integers(2, 5, nd)] if nd != 2 else [3, 4]
+    x = rng.standard_normal([2, 2] + sp).astype(np.float32)
+    out = [3] * nd if nd < 3 else [2, 3, 2]
+    grid = rng.uniform(-1.8, 1.8, [2] + out + [nd]).astype(np.float32)
+    grid.reshape(-1)[:6] = [-1, 1, 0, 0.5, -0.25, 1 / 3]       # on and between the pixels
+    inputs = {"x": x, "grid": grid}
+    m = _model("GridSample", inputs, {"mode": mode, "padding_mode": pad,
+                                      "align_corners": align}, 20)
+    got = _pyge(m, inputs)
+    _close(got, ReferenceEvaluator(m).run(None, inputs))
+    if nd == 2 and not (mode == "cubic" and pad == "border"):
+        # onnxruntime's bicubic/border does not clamp an outside coordinate before taking
+        # the 4x4 taps (as torch's); the reference (and pyge) clamp it first.
+        m16 = _model("GridSample", inputs, {"mode": {"linear": "bilinear", "cubic": "bicubic"}
+                                            .get(mode, mode), "padding_mode": pad,
+                                            "align_corners": align}, 16)
+        _close(_pyge(m16, inputs), _ort(m16, inputs))
+
+
+def test_grid_sample_nearest_rounds_half_to_even():
+    # x = 0.5 and 2.5 (align_corners=1 on 4 pixels: n = -2/3 and 2/3) go to 0 and 2.
+    x = np.arange(4, dtype=np.float32).reshape(1, 1, 1, 4)
+    grid = np.array([[[[-2 / 3, 0], [2 / 3, 0], [-1 / 3, 0]]]], np.float32)
+    m = _model("GridSample", {"x": x, "grid": grid}, {"mode": "nearest", "align_corners": 1}, 20)
+    got = _pyge(m, {"x": x, "grid": grid})[0]
+    exp = ReferenceEvaluator(m).run(None, {"x": x, "grid": grid})[0]
+    np.testing.assert_array_equal(got, exp)
+
+
+def test_grid_sample_refuses_unknown_padding():
+    inputs = {"x": np.zeros((1, 1, 2, 2), np.float32), "grid": np.zeros((1, 1, 1, 2), np.float32)}
+    m = _model("GridSample", inputs, {"padding_mode": "wrap"}, 16)
+    with pytest.raises(GraphError, match=r"GridSample.*padding_mode"):
+        _pyge(m, inputs)
