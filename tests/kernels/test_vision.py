@@ -197,3 +197,48 @@ def test_grid_sample_refuses_unknown_padding():
     m = _model("GridSample", inputs, {"padding_mode": "wrap"}, 16)
     with pytest.raises(GraphError, match=r"GridSample.*padding_mode"):
         _pyge(m, inputs)
+
+
+# ---------------------------------------------------------------------------------------
+# Unique
+
+
+@pytest.mark.parametrize("sorted_", [0, 1])
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int8])
+def test_unique_random_matches_ort(dtype, axis, sorted_):
+    rng = np.random.default_rng(np.dtype(dtype).itemsize * 10 + (axis or 0) * 2 + sorted_)
+    x = rng.integers(-2, 3, (5, 3, 4) if axis is None else (6, 2)).astype(dtype)
+    if axis is not None:
+        x = np.concatenate([x, x[::2]], 0) if axis == 0 else np.concatenate([x, x[:, :1]], 1)
+    attrs = {"sorted": sorted_} | ({} if axis is None else {"axis": axis})
+    m = _model("Unique", {"x": x}, attrs, 11, n_out=4)
+    got = _pyge(m, {"x": x})
+    if dtype != np.int8:  # onnxruntime's Unique has no int8 kernel with an axis
+        _close(got, _ort(m, {"x": x}), exact=True)
+    if axis == 0 or sorted_:  # unsorted, the reference takes along axis 0 of the input
+        _close(got, ReferenceEvaluator(m).run(None, {"x": x}), exact=True)
+
+
+def test_unique_unsorted_along_axis_1_follows_the_spec():
+    x = np.array([[2, 1, 2, 0], [5, 4, 5, 3]], np.int64)
+    y, idx, inv, cnt = _pyge(_model("Unique", {"x": x}, {"sorted": 0, "axis": 1}, 11, 4),
+                             {"x": x})
+    np.testing.assert_array_equal(y, [[2, 1, 0], [5, 4, 3]])
+    np.testing.assert_array_equal(idx, [0, 1, 3])
+    np.testing.assert_array_equal(inv, [0, 1, 0, 2])
+    np.testing.assert_array_equal(cnt, [2, 1, 1])
+
+
+@pytest.mark.parametrize("sorted_", [0, 1])
+def test_unique_strings_and_nan(sorted_):
+    s = np.array(["b", "a", "b", "c", "a"], dtype=object)
+    m = _model("Unique", {"x": s}, {"sorted": sorted_}, 11, 4)
+    got = _pyge(m, {"x": s})
+    _close(got, _ort(m, {"x": s}), exact=True)
+    f = np.array([np.nan, 1.0, np.nan, -1.0, 1.0], np.float32)
+    m = _model("Unique", {"x": f}, {"sorted": sorted_}, 11, 4)
+    got = _pyge(m, {"x": f})
+    exp = ReferenceEvaluator(m).run(None, {"x": f})
+    for a, b in zip(got, exp):
+        np.testing.assert_array_equal(a, b)
