@@ -242,3 +242,37 @@ def test_unique_strings_and_nan(sorted_):
     exp = ReferenceEvaluator(m).run(None, {"x": f})
     for a, b in zip(got, exp):
         np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------------------------------
+# AffineGrid, CenterCropPad
+
+
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [1, 2, 3, 4, 2], [2, 1, 1, 3]])
+def test_affine_grid_matches_ort_and_reference(size, align):
+    rng = np.random.default_rng(len(size) * 2 + align)
+    nd = len(size) - 2
+    theta = rng.standard_normal((size[0], nd, nd + 1)).astype(np.float32)
+    inputs = {"theta": theta, "size": np.array(size, np.int64)}
+    for consts in ((), ("size",)):
+        m = _model("AffineGrid", inputs, {"align_corners": align}, 20, consts=consts)
+        feeds = _feeds(inputs, consts)
+        got = _pyge(m, feeds)
+        if align and 1 in size[2:]:
+            # A size-1 axis with align_corners=1 divides by size - 1 = 0: the reference
+            # gives -1, onnxruntime +1, pyge (torch) 0, the centre.
+            continue
+        _close(got, _ort(m, feeds))
+        _close(got, ReferenceEvaluator(m).run(None, feeds))
+
+
+@pytest.mark.parametrize("shape,axes", [([3, 7, 2], None), ([9, 2], [1, -1]),
+                                        ([1, 10], [0, 2]), ([5], [-2])])
+def test_center_crop_pad_matches_ort(shape, axes):
+    x = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6)
+    inputs = {"x": x, "s": np.array(shape, np.int64)}
+    m = _model("CenterCropPad", inputs, {} if axes is None else {"axes": axes}, 18)
+    got = _pyge(m, inputs)
+    _close(got, _ort(m, inputs), exact=True)
+    _close(got, ReferenceEvaluator(m).run(None, inputs), exact=True)

@@ -367,3 +367,60 @@ def grid_sample(ctx):
             acc = v if acc is None else acc + v
         return [acc.reshape([N, C] + out_sp).to(x.dtype)]
     return fn
+
+
+# ---------------------------------------------------------------------------------------
+# AffineGrid, CenterCropPad
+
+
+@register("AffineGrid", since=20)
+def affine_grid(ctx):
+    align = bool(ctx.attr("align_corners", 0))
+    size_c = ctx.const_input(1)
+    size_c = ints(size_c) if size_c is not None else None
+
+    def fn(xs):
+        theta = xs[0]
+        size = size_c if size_c is not None else ints(xs[1])
+        nd = len(size) - 2
+        if nd not in (2, 3) or tuple(theta.shape) != (size[0], nd, nd + 1):
+            raise run_error(ctx, f"theta {tuple(theta.shape)} and size {size}: expected "
+                                 "theta [N, 2, 3] with size [N, C, H, W] or theta [N, 3, 4] "
+                                 "with size [N, C, D, H, W]")
+        t = theta if theta.dtype in (torch.float32, torch.float64) else theta.float()
+        return [F.affine_grid(t, size, align_corners=align).to(theta.dtype)]
+    return fn
+
+
+@register("CenterCropPad", since=18)
+def center_crop_pad(ctx):
+    axes_attr = ctx.attr("axes")
+    shape_c = ctx.const_input(1)
+    shape_c = ints(shape_c) if shape_c is not None else None
+
+    def fn(xs):
+        x = xs[0]
+        shape = shape_c if shape_c is not None else ints(xs[1])
+        try:
+            axes = [norm_axis(a, x.ndim) for a in axes_attr] if axes_attr is not None \
+                else list(range(x.ndim))
+        except ValueError as e:
+            raise run_error(ctx, f"attribute 'axes': {e}") from None
+        if len(axes) != len(shape):
+            raise run_error(ctx, f"shape {shape} must have one entry per axis {axes}")
+        out_shape = list(x.shape)
+        src = [slice(None)] * x.ndim
+        dst = [slice(None)] * x.ndim
+        for a, s in zip(axes, shape):
+            d = x.shape[a]
+            out_shape[a] = s
+            if s < d:
+                src[a] = slice((d - s) // 2, (d - s) // 2 + s)
+            elif s > d:
+                dst[a] = slice((s - d) // 2, (s - d) // 2 + d)
+        if out_shape == list(x.shape):
+            return [x]
+        y = torch.zeros(out_shape, dtype=x.dtype, device=x.device)
+        y[tuple(dst)] = x[tuple(src)]
+        return [y]
+    return fn
