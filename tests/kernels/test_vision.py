@@ -17,8 +17,10 @@ ort = pytest.importorskip("onnxruntime")
 
 
 def _model(op, inputs, attrs=None, opset=17, n_out=1, consts=()):
-    names = list(inputs)
-    node = helper.make_node(op, [n if inputs[n] is not None else "" for n in names],
+    names = [n if inputs[n] is not None else "" for n in inputs]
+    while names and not names[-1]:
+        names.pop()                                 # no trailing absent inputs
+    node = helper.make_node(op, names,
                             [f"y{i}" for i in range(n_out)], **(attrs or {}))
     g_in, inits = [], []
     for n, a in inputs.items():
@@ -276,3 +278,67 @@ def test_center_crop_pad_matches_ort(shape, axes):
     got = _pyge(m, inputs)
     _close(got, _ort(m, inputs), exact=True)
     _close(got, ReferenceEvaluator(m).run(None, inputs), exact=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Col2Im, MaxUnpool, MaxRoiPool
+
+
+@pytest.mark.parametrize("img,blk,attrs", [
+    ([5, 5], [2, 3], {}),
+    ([6, 7], [3, 2], {"strides": [2, 1], "dilations": [1, 2], "pads": [1, 0, 2, 1]}),
+    ([4, 5, 3], [2, 2, 1], {"strides": [1, 2, 1], "pads": [0, 1, 0, 1, 0, 0]}),
+    ([8], [3], {"strides": [2], "dilations": [2], "pads": [2, 1]}),
+])
+def test_col2im_matches_reference(img, blk, attrs):
+    n = len(img)
+    dil, st = attrs.get("dilations", [1] * n), attrs.get("strides", [1] * n)
+    pads = attrs.get("pads", [0] * 2 * n)
+    nb = [(img[d] + pads[d] + pads[d + n] - dil[d] * (blk[d] - 1) - 1) // st[d] + 1
+          for d in range(n)]
+    x = np.random.default_rng(n).standard_normal(
+        (2, 3 * int(np.prod(blk)), int(np.prod(nb)))).astype(np.float32)
+    inputs = {"x": x, "i": np.array(img, np.int64), "b": np.array(blk, np.int64)}
+    m = _model("Col2Im", inputs, attrs, 18, consts=("i", "b"))
+    got = _pyge(m, {"x": x})
+    _close(got, ReferenceEvaluator(m).run(None, {"x": x}))
+    if n == 2:
+        _close(got, _ort(m, {"x": x}))
+
+
+@pytest.mark.parametrize("with_shape", [False, True])
+@pytest.mark.parametrize("k,s,p", [([2, 2], [2, 2], [0, 0, 0, 0]), ([3, 3], [2, 2], [1, 1, 1, 1]),
+                                   ([2], [1], [0, 1])])
+def test_max_unpool_after_max_pool_matches_reference(k, s, p, with_shape):
+    rng = np.random.default_rng(len(k) * 10 + k[0])
+    shape = [1, 2] + [7] * len(k)
+    if not with_shape:  # the inferred shape must hold every index: pool a tight input
+        shape = [1, 2] + [(7 - k[d] + p[d] + p[d + len(k)]) // s[d] * s[d] + k[d]
+                          - p[d] - p[d + len(k)] for d in range(len(k))]
+    x = np.abs(rng.standard_normal(shape)).astype(np.float32) + 0.1
+    pool = _model("MaxPool", {"x": x}, {"kernel_shape": k, "strides": s, "pads": p}, 12, 2)
+    v, ind = _ort(pool, {"x": x})
+    inputs = {"v": v, "i": ind, "s": np.array(shape, np.int64) if with_shape else None}
+    m = _model("MaxUnpool", inputs, {"kernel_shape": k, "strides": s, "pads": p}, 11)
+    got = _pyge(m, _feeds(inputs))
+    _close(got, _ort(m, _feeds(inputs)))
+    # Unpooling then pooling again gives back the pooled values (positive input).
+    np.testing.assert_array_equal(_ort(pool, {"x": got[0]})[0], v)
+
+
+def test_max_roi_pool_matches_ort():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    rois = np.array([[0, 1, 1, 6, 5], [1, 0, 0, 10, 8], [1, 3.4, 2.5, 4.6, 2.5],
+                     [0, -4, -3, 30, 2], [1, 12, 10, 14, 12], [0, 6, 6, 3, 2]], np.float32)
+    for scale in (1.0, 0.5, 1.7):
+        inputs = {"x": x, "r": rois}
+        m = _model("MaxRoiPool", inputs, {"pooled_shape": [3, 2], "spatial_scale": scale}, 1)
+        _close(_pyge(m, inputs), _ort(m, inputs), exact=True)
+
+
+def test_max_roi_pool_refuses_bad_pooled_shape():
+    inputs = {"x": np.zeros((1, 1, 2, 2), np.float32), "r": np.zeros((1, 5), np.float32)}
+    m = _model("MaxRoiPool", inputs, {"pooled_shape": [2]}, 1)
+    with pytest.raises(GraphError, match=r"MaxRoiPool.*pooled_shape"):
+        _pyge(m, inputs)

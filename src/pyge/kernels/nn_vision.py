@@ -424,3 +424,144 @@ def center_crop_pad(ctx):
         y[tuple(dst)] = x[tuple(src)]
         return [y]
     return fn
+
+
+# ---------------------------------------------------------------------------------------
+# Col2Im, MaxUnpool, MaxRoiPool
+
+
+@register("Col2Im", since=18)
+def col2im(ctx):
+    dil_a, pads_a, str_a = ctx.attr("dilations"), ctx.attr("pads"), ctx.attr("strides")
+    img_c, blk_c = ctx.const_input(1), ctx.const_input(2)
+    cache: dict = {}
+
+    def plan(img, blk, dev):
+        key = (tuple(img), tuple(blk), str(dev))
+        if key in cache:
+            return cache[key]
+        n = len(img)
+        dil = list(dil_a or [1] * n)
+        pads = list(pads_a or [0] * (2 * n))
+        st = list(str_a or [1] * n)
+        if len(blk) != n or len(dil) != n or len(st) != n or len(pads) != 2 * n:
+            raise run_error(ctx, f"image_shape {img}, block_shape {blk}, dilations {dil}, "
+                                 f"strides {st} and pads {pads} disagree on the rank")
+        nb = [(img[d] + pads[d] + pads[d + n] - (dil[d] * (blk[d] - 1) + 1)) // st[d] + 1
+              for d in range(n)]
+        # destination of block offset k, sliding position l along each axis
+        idx = torch.zeros((1, 1), dtype=torch.int64)
+        ok = torch.ones((1, 1), dtype=torch.bool)
+        for d in range(n):
+            k = torch.arange(blk[d]).view(-1, 1)
+            p = torch.arange(nb[d]).view(1, -1) * st[d] + k * dil[d] - pads[d]  # (B_d, L_d)
+            idx = (idx.unsqueeze(1).unsqueeze(3) * img[d] + p.view(1, blk[d], 1, nb[d])) \
+                .reshape(idx.shape[0] * blk[d], idx.shape[1] * nb[d])
+            ok = (ok.unsqueeze(1).unsqueeze(3) & ((p >= 0) & (p < img[d])).view(
+                1, blk[d], 1, nb[d])).reshape(idx.shape)
+        total = math.prod(img)
+        idx = torch.where(ok, idx, torch.full_like(idx, total)).reshape(-1).to(dev)
+        cache[key] = (idx, total, math.prod(blk), math.prod(nb))
+        return cache[key]
+
+    def fn(xs):
+        x = xs[0]
+        img = ints(img_c) if img_c is not None else ints(xs[1])
+        blk = ints(blk_c) if blk_c is not None else ints(xs[2])
+        idx, total, nblk, nloc = plan(img, blk, x.device)
+        N, CB, L = x.shape
+        if CB % nblk or L != nloc:
+            raise run_error(ctx, f"input {tuple(x.shape)} does not hold blocks {blk} at "
+                                 f"{nloc} positions of image {img}")
+        C = CB // nblk
+        y = torch.zeros((N, C, total + 1), dtype=x.dtype, device=x.device)
+        y.index_add_(2, idx, x.reshape(N, C, nblk * L))
+        return [y[..., :total].reshape([N, C] + img)]
+    return fn
+
+
+@register("MaxUnpool", since=9)
+def max_unpool(ctx):
+    k = list(ctx.attr("kernel_shape") or [])
+    if not k:
+        raise node_error(ctx, "attribute 'kernel_shape' is required")
+    n = len(k)
+    st = list(ctx.attr("strides") or [1] * n)
+    pads = list(ctx.attr("pads") or [0] * (2 * n))
+    if len(st) != n or len(pads) != 2 * n:
+        raise node_error(ctx, f"strides {st} / pads {pads} do not match kernel_shape {k}")
+
+    def fn(xs):
+        x, ind = xs[0], xs[1]
+        out_shape = ints(xs[2]) if len(xs) > 2 and xs[2] is not None else None
+        if x.ndim != n + 2:
+            raise run_error(ctx, f"X {tuple(x.shape)} must have {n} spatial axes")
+        inferred = list(x.shape[:2]) + [(x.shape[2 + d] - 1) * st[d] - (pads[d] + pads[n + d])
+                                        + k[d] for d in range(n)]
+        # The indices address the tensor MaxPool ran on, flattened: output_shape when
+        # given (the spec, onnxruntime and torch's max_unpool; the onnx reference scatters
+        # into the inferred shape and pads that instead), else the inferred shape.
+        shape = inferred
+        if out_shape is not None:
+            if len(out_shape) != len(inferred):
+                raise run_error(ctx, f"output_shape {out_shape} must have rank {x.ndim}")
+            shape = out_shape
+        total = math.prod(shape)
+        flat = ind.reshape(-1).long()
+        if flat.numel() and bool(((flat < 0) | (flat >= total)).any()):
+            raise run_error(ctx, f"indices must lie in [0, {total}) for output shape {shape}")
+        y = torch.zeros(total, dtype=x.dtype, device=x.device)
+        y.index_put_((flat,), x.reshape(-1))
+        y = y.reshape(shape)
+        return [y]
+    return fn
+
+
+def _round_half_away(v: float) -> int:
+    return int(math.floor(v + 0.5)) if v >= 0 else int(math.ceil(v - 0.5))
+
+
+@register("MaxRoiPool", since=1)
+def max_roi_pool(ctx):
+    ps = list(ctx.attr("pooled_shape") or [])
+    if len(ps) != 2 or min(ps) < 1:
+        raise node_error(ctx, f"attribute 'pooled_shape' must be 2 positive ints, got {ps}")
+    ph_, pw_ = ps
+    scale = float(ctx.attr("spatial_scale", 1.0))
+
+    def bins(start, size, n_out, limit):
+        b = size / n_out
+        lo = [min(max(math.floor(i * b) + start, 0), limit) for i in range(n_out)]
+        hi = [min(max(math.ceil((i + 1) * b) + start, 0), limit) for i in range(n_out)]
+        return lo, hi
+
+    def fn(xs):
+        x, rois = xs[0], xs[1]
+        if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 5:
+            raise run_error(ctx, f"X {tuple(x.shape)} must be 4-D and rois "
+                                 f"{tuple(rois.shape)} [num_rois, 5]")
+        _, C, H, W = x.shape
+        r = rois.detach().double().cpu().tolist()
+        y = torch.zeros((len(r), C, ph_, pw_), dtype=x.dtype, device=x.device)
+        neg = torch.tensor(-math.inf, dtype=x.dtype, device=x.device)
+        for i, (b, x1, y1, x2, y2) in enumerate(r):
+            sw, sh = _round_half_away(x1 * scale), _round_half_away(y1 * scale)
+            ew, eh = _round_half_away(x2 * scale), _round_half_away(y2 * scale)
+            hl, hh = bins(sh, max(eh - sh + 1, 1), ph_, H)
+            wl, wh = bins(sw, max(ew - sw + 1, 1), pw_, W)
+            h0, h1, w0, w1 = min(hl), max(hh), min(wl), max(wh)
+            if h1 <= h0 or w1 <= w0:
+                continue
+            crop = x[int(b), :, h0:h1, w0:w1]
+            hr = torch.arange(h0, h1, device=x.device)
+            wr = torch.arange(w0, w1, device=x.device)
+            mh = (hr >= torch.tensor(hl, device=x.device).view(-1, 1)) \
+                & (hr < torch.tensor(hh, device=x.device).view(-1, 1))        # (ph, h)
+            mw = (wr >= torch.tensor(wl, device=x.device).view(-1, 1)) \
+                & (wr < torch.tensor(wh, device=x.device).view(-1, 1))        # (pw, w)
+            rows = torch.where(mh.view(1, ph_, -1, 1), crop.unsqueeze(1), neg).amax(2)
+            v = torch.where(mw.view(1, 1, pw_, -1), rows.unsqueeze(2), neg).amax(-1)
+            empty = (~mh.any(1)).view(-1, 1) | (~mw.any(1)).view(1, -1)
+            y[i] = torch.where(empty, torch.zeros((), dtype=x.dtype, device=x.device), v)
+        return [y]
+    return fn
