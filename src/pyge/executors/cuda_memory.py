@@ -34,7 +34,7 @@ from ..plan.plan import Plan
 # would fail on their device-to-host syncs, so plans containing them run eagerly. (Other
 # kernels that sync, e.g. reading a computed shape, make the capture fail; the executor
 # then falls back to eager mode and says why in `capture_error`.)
-HOST_OPS = frozenset({"If", "Loop", "Scan", "NonZero", "Unique", "Compress", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"})
+HOST_OPS = frozenset({"If", "Loop", "Scan", "NonZero", "Unique", "Compress", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial", "TfIdfVectorizer"})
 
 
 def _static_shape(shape) -> bool:
