@@ -666,6 +666,16 @@ _XFAIL_NODE = {
     "test_training_dropout_default": "random mask (numpy RNG)",
     "test_training_dropout_mask": "random mask (numpy RNG)",
     "test_training_dropout_default_mask": "random mask (numpy RNG)",
+    # Bernoulli draws from torch's generator; the expected values come from numpy's (the
+    # shapes and dtypes are checked before the values, and match; tests/kernels/
+    # test_random.py checks the statistics and the seed semantics).
+    **{f"test_bernoulli{s}": "random values (numpy RNG)"
+       for s in ("", "_expanded", "_double", "_double_expanded", "_seed", "_seed_expanded")},
+    # Inverse DFT of float32 data: at bins whose exact value is 0 the expected output holds
+    # numpy's float32 rounding noise (up to 1.9e-7 on values ~45), above atol=1e-7; torch
+    # gives 0 or other noise there (onnxruntime misses 20 elements of each, by up to 1.9e-5).
+    "test_dft_inverse": "float32 FFT rounding noise at exact zeros exceeds atol=1e-7",
+    "test_dft_inverse_opset19": "float32 FFT rounding noise at exact zeros exceeds atol=1e-7",
     # The expanded (op-by-op) attention graphs in half precision: torch's fp16/bf16 softmax
     # and matmul accumulate in float32, the reference rounds every step; differences
     # exceed rtol=1e-3 in a few elements.

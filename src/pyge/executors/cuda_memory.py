@@ -30,11 +30,21 @@ import torch
 
 from ..plan.plan import Plan
 
-# Ops whose kernels run host-side control flow or produce data-dependent shapes: capture
-# would fail on their device-to-host syncs, so plans containing them run eagerly. (Other
+# Ops whose kernels run host-side control flow, produce data-dependent shapes, read device
+# values on the host or draw random numbers: capture would fail on their device-to-host
+# syncs (or replay the same draws), so plans containing them run eagerly. (Other
 # kernels that sync, e.g. reading a computed shape, make the capture fail; the executor
 # then falls back to eager mode and says why in `capture_error`.)
-HOST_OPS = frozenset({"If", "Loop", "Scan", "NonZero", "Unique", "Compress", "NonMaxSuppression"})
+HOST_OPS = frozenset({
+    # control flow and data-dependent output shapes
+    "If", "Loop", "Scan", "NonZero", "Unique", "Compress", "NonMaxSuppression",
+    # kernels that read device values on the host (sizes, index ranges, rois, targets)
+    "RoiAlign", "MaxRoiPool", "MaxUnpool", "NegativeLogLikelihoodLoss",
+    "SoftmaxCrossEntropyLoss", "TfIdfVectorizer",
+    # random draws: a replay would repeat the captured ones
+    "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli",
+    "Multinomial",
+})
 
 
 def _static_shape(shape) -> bool:
