@@ -188,3 +188,24 @@ def test_quantize_blocked_layout_mismatch_is_a_run_error():
     m = _model("QuantizeLinear", {"x": x, "s": s}, {"axis": 1, "block_size": 2}, 21)
     with pytest.raises(ExecutionError, match="block_size=2"):
         run_reference(load_onnx(m), {"x": x, "s": s})
+
+
+# ---------------------------------------------------------------------------------------
+# DynamicQuantizeLinear
+
+
+@pytest.mark.parametrize("case", ["normal", "positive", "negative", "zeros", "constant", "wide",
+                                  "empty", "ties"])
+def test_dynamic_quantize_linear_vs_ort_and_reference(case):
+    rng = np.random.default_rng(5)
+    x = {"normal": rng.standard_normal((3, 17)), "positive": rng.uniform(1, 5, (40,)),
+         "negative": -rng.uniform(1, 5, (2, 2, 5)), "zeros": np.zeros((4, 4)),
+         "constant": np.full((3, 3), 2.5), "wide": rng.standard_normal((8, 8)) * 1e4,
+         "empty": np.zeros((0, 3)),
+         # max - min = 255: scale 1, every x.5 an exact tie
+         "ties": np.arange(-100, 155.5, 0.5)}[case].astype(np.float32)
+    # An all-zero x has no range: scale 1 as onnxruntime has it (the reference gives 1/255;
+    # the spec's function body 0/0). The reference takes np.max, undefined for an empty x.
+    got = _run("DynamicQuantizeLinear", {"x": x}, None, 11, n_out=3,
+               refs=("ort",) if case in ("empty", "zeros") else ("ort", "onnx"))
+    assert got[1].shape == () and got[2].shape == () and got[0].dtype == np.uint8

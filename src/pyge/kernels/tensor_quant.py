@@ -209,3 +209,32 @@ def quantize_linear(ctx):
             y = y + layout(zp, x).to(y.dtype)
         return [y.clamp_(*rng).to(ot)]
     return fn
+
+
+# ---------------------------------------------------------------------------------------
+# DynamicQuantizeLinear
+
+
+@register("DynamicQuantizeLinear", since=11)
+def dynamic_quantize_linear(ctx):
+    # uint8 only (the schema's T2). The range is widened to hold 0; scale = (max - min) / 255,
+    # zero point = round(saturate(0 - min / scale)); all in float32 like the reference and
+    # onnxruntime, on the device (no host sync). An all-zero (or empty) x has no range: the
+    # spec's function body divides 0 by 0 there; scale is 1 as in onnxruntime (the
+    # reference's 1 / 255 cites the same onnxruntime line but divides once more). y and the
+    # zero point are 0 either way.
+    _check(ctx, 0, ("float32",), "x")
+
+    def fn(xs):
+        x = xs[0]
+        _run_check(ctx, x, ("float32",), "x")
+        if x.numel() == 0:
+            mn = mx = x.new_zeros(())
+        else:
+            mn, mx = torch.aminmax(x)
+            mn, mx = mn.clamp(max=0.0), mx.clamp(min=0.0)
+        scale = torch.where(mx == mn, torch.ones_like(mx), (mx - mn) / 255.0)
+        zp = torch.round((0.0 - mn / scale).clamp(0.0, 255.0))
+        y = torch.round(x / scale).add_(zp).clamp_(0.0, 255.0)
+        return [y.to(torch.uint8), scale, zp.to(torch.uint8)]
+    return fn
