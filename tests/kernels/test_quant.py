@@ -20,6 +20,7 @@ from pyge.frontends import load_onnx
 from pyge.kernels.runtime import compile_reference, run_reference
 
 ort = pytest.importorskip("onnxruntime")
+_ORT_SKIPPED: list = []
 
 
 def _model(op, inputs, attrs=None, opset=21, n_out=1, consts=()):
@@ -43,18 +44,25 @@ def _model(op, inputs, attrs=None, opset=21, n_out=1, consts=()):
 
 
 def _run(op, inputs, attrs=None, opset=21, n_out=1, consts=(), refs=("ort", "onnx")):
-    """pyge's outputs, checked exactly against each reference in refs."""
+    """pyge's outputs, checked exactly against each reference in refs. "ort?": onnxruntime
+    where it implements the case (it lacks many type / layout combinations)."""
     m = _model(op, inputs, attrs, opset, n_out, consts)
     feeds = {n: np.asarray(a) for n, a in inputs.items() if a is not None and n not in consts}
     g = load_onnx(m)
     out = run_reference(g, feeds)
     got = [out[v.name] for v in g.outputs]
     for ref in refs:
-        if ref == "ort":
+        if ref in ("ort", "ort?"):
             so = ort.SessionOptions()
-            so.log_severity_level = 3
-            exp = ort.InferenceSession(m.SerializeToString(), so,
-                                       providers=["CPUExecutionProvider"]).run(None, feeds)
+            so.log_severity_level = 4
+            try:
+                exp = ort.InferenceSession(m.SerializeToString(), so,
+                                           providers=["CPUExecutionProvider"]).run(None, feeds)
+            except Exception:  # noqa: BLE001 - NOT_IMPLEMENTED, "not supported now"...
+                if ref == "ort":
+                    raise
+                _ORT_SKIPPED.append(op)
+                continue
         else:
             with np.errstate(all="ignore"):
                 exp = ReferenceEvaluator(m).run(None, feeds)
@@ -209,3 +217,161 @@ def test_dynamic_quantize_linear_vs_ort_and_reference(case):
     got = _run("DynamicQuantizeLinear", {"x": x}, None, 11, n_out=3,
                refs=("ort",) if case in ("empty", "zeros") else ("ort", "onnx"))
     assert got[1].shape == () and got[2].shape == () and got[0].dtype == np.uint8
+
+
+# ---------------------------------------------------------------------------------------
+# MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
+
+
+def _q(rng, shape, t):
+    i = np.iinfo(t)
+    return rng.integers(i.min, i.max + 1, shape).astype(t)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_matmul_integer_vs_ort_and_reference(seed):
+    rng = np.random.default_rng(100 + seed)
+    for form in range(5):
+        at, bt = rng.choice(["uint8", "int8"], 2)
+        m, k, n = (int(v) for v in rng.integers(1, 40, 3))
+        sa, sb = [((m, k), (k, n)), ((3, m, k), (k, n)), ((2, 1, m, k), (3, k, n)),
+                  ((k,), (k, n)), ((m, k), (k,))][form]
+        za = _q(rng, (), at) if seed % 3 else None
+        zb = _q(rng, (n,) if seed % 2 and form == 0 else (), bt) if seed % 4 else None
+        _run("MatMulInteger", {"A": _q(rng, sa, at), "B": _q(rng, sb, bt), "za": za, "zb": zb},
+             None, 10, consts=("B", "zb") if seed % 2 else (), refs=("ort?", "onnx"))
+
+
+def test_matmul_integer_per_row_and_nd_zero_points():
+    # The spec's per-row zero point of A (an M-vector, or [D1, M, 1]) and per-column of B
+    # ([D1, 1, N]): the reference broadcasts an M-vector along K and onnxruntime refuses it,
+    # so this is checked against numpy.
+    rng = np.random.default_rng(6)
+    a, b = _q(rng, (2, 4, 7), "uint8"), _q(rng, (2, 7, 5), "int8")
+    za, zb = _q(rng, (2, 4, 1), "uint8"), _q(rng, (2, 1, 5), "int8")
+    exp = (a.astype(np.int32) - za) @ (b.astype(np.int32) - zb)
+    m = _model("MatMulInteger", {"A": a, "B": b, "za": za, "zb": zb}, None, 10)
+    got = run_reference(load_onnx(m), {"A": a, "B": b, "za": za, "zb": zb})["y0"]
+    np.testing.assert_array_equal(got, exp)
+    za1 = _q(rng, (4,), "uint8")
+    m = _model("MatMulInteger", {"A": a[0], "B": b[0], "za": za1}, None, 10)
+    got = run_reference(load_onnx(m), {"A": a[0], "B": b[0], "za": za1})["y0"]
+    np.testing.assert_array_equal(got, (a[0].astype(np.int32) - za1[:, None]) @ b[0])
+
+
+def test_matmul_integer_accumulator_wraps_like_int32():
+    k = 40000  # 40000 * 255 * 255 > 2^31
+    a, b = np.full((1, k), 255, np.uint8), np.full((k, 1), 255, np.uint8)
+    got = _run("MatMulInteger", {"A": a, "B": b}, None, 10, refs=("ort",))[0]
+    assert got[0, 0] == np.int32(np.int64(k * 255 * 255) - 2**32)
+
+
+def _conv_case(rng, nd, t):
+    xt, wt = rng.choice(["uint8", "int8"], 2)
+    g = int(rng.choice([1, 2]))
+    c, m = g * int(rng.integers(1, 4)), g * int(rng.integers(1, 4))
+    k = [int(rng.integers(1, 4)) for _ in range(nd)]
+    sp = [int(rng.integers(k[i] + 2, 9)) for i in range(nd)]
+    attrs = {"group": g}
+    if t % 2:
+        attrs["strides"] = [int(rng.integers(1, 3)) for _ in range(nd)]
+    pads = t % 4
+    if pads == 1:
+        attrs["pads"] = [int(rng.integers(0, 3)) for _ in range(2 * nd)]
+    elif pads == 2:
+        attrs["auto_pad"] = str(rng.choice(["SAME_UPPER", "SAME_LOWER", "VALID"]))
+    elif pads == 3:
+        attrs["dilations"] = [int(rng.integers(1, 3)) for _ in range(nd)]
+    return str(xt), str(wt), c, m, k, sp, attrs
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_conv_integer_vs_ort_and_reference(nd):
+    rng = np.random.default_rng(200 + nd)
+    for t in range(8):
+        xt, wt, c, m, k, sp, attrs = _conv_case(rng, nd, t)
+        x, w = _q(rng, [2, c] + sp, xt), _q(rng, [m, c // attrs["group"]] + k, wt)
+        xz = _q(rng, (), xt) if t % 3 else None
+        # a per-output-channel w zero point: the reference assumes a 4-D w
+        wz = _q(rng, (m,) if nd == 2 and t % 2 else (), wt) if t % 5 else None
+        _run("ConvInteger", {"x": x, "w": w, "xz": xz, "wz": wz}, attrs, 10,
+             consts=("w", "wz") if t % 2 else (), refs=("ort?", "onnx"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("opset,st", [(10, np.float32), (21, np.float32), (21, np.float16)])
+def test_qlinear_matmul_vs_ort_and_reference(seed, opset, st):
+    # float16 scales: the multiplier a_scale * b_scale / y_scale in float16, as the
+    # reference (onnxruntime computes it in float32 and differs by one at a few rounding
+    # boundaries), so onnxruntime is compared on float32 scales only.
+    rng = np.random.default_rng(300 + seed)
+    for form in range(3):
+        at, bt, yt = rng.choice(["uint8", "int8"], 3)
+        m, k, n = (int(v) for v in rng.integers(1, 40, 3))
+        sa, sb = [((m, k), (k, n)), ((3, m, k), (k, n)), ((2, 1, m, k), (3, k, n))][form]
+        s_b = rng.uniform(0.001, 0.05, (n,) if form == 0 and seed % 2 else ()).astype(st)
+        ins = {"a": _q(rng, sa, at), "sa": np.array(rng.uniform(0.001, 0.05), st),
+               "za": _q(rng, (), at), "b": _q(rng, sb, bt), "sb": s_b, "zb": _q(rng, s_b.shape, bt),
+               "sy": np.array(0.02 * k ** 0.5 * rng.uniform(0.5, 2), st), "zy": _q(rng, (), yt)}
+        _run("QLinearMatMul", ins, None, opset,
+             consts=("sa", "sb", "zb", "sy", "zy") if seed < 2 else (),
+             refs=("ort?", "onnx") if st == np.float32 else ("onnx",))
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_qlinear_conv_vs_ort_and_reference(nd):
+    rng = np.random.default_rng(400 + nd)
+    for t in range(8):
+        xt, wt, c, m, k, sp, attrs = _conv_case(rng, nd, t)
+        yt = xt if t % 3 else str(rng.choice(["uint8", "int8"]))
+        w_scale = rng.uniform(0.001, 0.05, (m,) if nd == 2 and t % 2 else ()).astype(np.float32)
+        kk = c // attrs["group"] * int(np.prod(k))
+        ins = {"x": _q(rng, [2, c] + sp, xt), "sx": np.float32(rng.uniform(0.001, 0.05)),
+               "zx": _q(rng, (), xt), "w": _q(rng, [m, c // attrs["group"]] + k, wt),
+               "sw": w_scale, "zw": np.zeros(w_scale.shape, wt) if t % 4 else
+               _q(rng, w_scale.shape, wt),
+               "sy": np.float32(0.01 * kk ** 0.5), "zy": _q(rng, (), yt),
+               "B": rng.integers(-5000, 5000, (m,)).astype(np.int32) if t % 3 else None}
+        _run("QLinearConv", ins, attrs, 10, consts=("w", "sw", "zw", "B") if t % 2 else (),
+             refs=("ort?", "onnx"))
+
+
+def test_onnxruntime_implemented_most_integer_cases():
+    # "ort?" above drops onnxruntime where it lacks the combination (25 of the 102 cases
+    # today); make sure it still checked most of them (run after the tests above, in file
+    # order; a -k selection runs fewer).
+    assert len(_ORT_SKIPPED) <= 40, len(_ORT_SKIPPED)
+
+
+def test_qlinear_conv_requantizes_ties_to_even_and_saturates():
+    # acc * (x_scale * w_scale / y_scale) = acc / 2 exactly: ties at every odd acc
+    x = np.arange(-4, 5, dtype=np.int8).reshape(1, 1, 9)
+    w = np.ones((1, 1, 1), np.int8)
+    one, half = np.float32(1), np.float32(0.5)
+    ins = {"x": x, "sx": half, "zx": np.int8(0), "w": w, "sw": one, "zw": np.int8(0),
+           "sy": one, "zy": np.int8(0)}
+    got = _run("QLinearConv", ins, None, 10)[0]
+    np.testing.assert_array_equal(got.ravel(), [-2, -2, -1, 0, 0, 0, 1, 2, 2])
+    ins.update(sx=np.float32(100), zy=np.int8(100))
+    got = _run("QLinearConv", ins, None, 10)[0]
+    np.testing.assert_array_equal(got.ravel(), [-128, -128, -100, 0, 100, 127, 127, 127, 127])
+
+
+@pytest.mark.parametrize("op,inputs,msg", [
+    ("MatMulInteger", {"A": np.zeros((2, 2), np.int16), "B": np.zeros((2, 2), np.int8)},
+     "A (input 0) of type int16 is not supported"),
+    ("ConvInteger", {"x": np.zeros((1, 1, 3), np.uint8), "w": np.zeros((1, 1, 1), np.int32)},
+     "w (input 1) of type int32 is not supported"),
+    ("QLinearConv", {"x": np.zeros((1, 1, 3), np.uint8), "sx": np.float32(1), "zx": np.uint8(0),
+                     "w": np.zeros((1, 1, 1), np.uint8), "sw": np.float16(1), "zw": np.uint8(0),
+                     "sy": np.float32(1), "zy": np.uint8(0)},
+     "scale (input 4) of type float16 is not supported"),
+    ("QLinearMatMul", {"a": np.zeros((2, 2), np.uint8), "sa": np.float32(1),
+                       "za": np.uint8(0), "b": np.zeros((2, 2), np.uint8), "sb": np.float32(1),
+                       "zb": np.uint8(0), "sy": np.float32(1), "zy": np.uint16(0)},
+     "y_zero_point (input 7) of type uint16 is not supported"),
+])
+def test_integer_refusals_name_node_and_type(op, inputs, msg):
+    m = _model(op, inputs, None, 10)
+    with pytest.raises(GraphError, match=re.escape(f"node 'q0' ({op}): ") + ".*" + re.escape(msg)):
+        compile_reference(load_onnx(m))
