@@ -375,3 +375,70 @@ def test_integer_refusals_name_node_and_type(op, inputs, msg):
     m = _model(op, inputs, None, 10)
     with pytest.raises(GraphError, match=re.escape(f"node 'q0' ({op}): ") + ".*" + re.escape(msg)):
         compile_reference(load_onnx(m))
+
+
+# ---------------------------------------------------------------------------------------
+# Whole models written by onnxruntime's quantization tool
+
+
+def _float_net(path, rng):
+    def w(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
+    inits = [w("w1", 8, 3, 3, 3), w("b1", 8), w("w2", 8, 8, 3, 3), w("b2", 8), w("w3", 8, 10),
+             w("b3", 10)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("MatMul", ["f", "w3"], ["m"]),
+        helper.make_node("Add", ["m", "b3"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                       [2, 3, 12, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    onnx.save(m, path)
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qdq_s8_per_channel", "qoperator",
+                                 "qoperator_per_channel", "dynamic", "dynamic_u8"])
+def test_onnxruntime_quantized_model_matches_onnxruntime(fmt, tmp_path):
+    # QDQ (QuantizeLinear / DequantizeLinear around float ops), QOperator (QLinearConv,
+    # QLinearMatMul) and dynamic (DynamicQuantizeLinear, ConvInteger, MatMulInteger).
+    quant = pytest.importorskip("onnxruntime.quantization")
+    import pyge
+    rng = np.random.default_rng(8)
+    f32, q = str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx")
+    _float_net(f32, rng)
+
+    class Reader(quant.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal((2, 3, 12, 12)).astype(np.float32)}
+                            for _ in range(2)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    qop = {"quant_format": quant.QuantFormat.QOperator, "op_types_to_quantize": ["Conv", "MatMul"]}
+    {"qdq": lambda: quant.quantize_static(f32, q, Reader()),
+     "qdq_s8_per_channel": lambda: quant.quantize_static(
+         f32, q, Reader(), activation_type=quant.QuantType.QInt8,
+         weight_type=quant.QuantType.QInt8, per_channel=True),
+     "qoperator": lambda: quant.quantize_static(f32, q, Reader(), **qop),
+     "qoperator_per_channel": lambda: quant.quantize_static(f32, q, Reader(), per_channel=True,
+                                                            **qop),
+     "dynamic": lambda: quant.quantize_dynamic(f32, q),
+     "dynamic_u8": lambda: quant.quantize_dynamic(f32, q, weight_type=quant.QuantType.QUInt8),
+     }[fmt]()
+    feeds = {"x": rng.standard_normal((2, 3, 12, 12)).astype(np.float32)}
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    exp = ort.InferenceSession(q, so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = list(pyge.compile(pyge.load_onnx(q)).run(feeds).values())[0]
+    # The quantized parts agree exactly; the float ops around them (the dynamic format's
+    # scale Mul, the bias Add) may differ in the last bit.
+    np.testing.assert_allclose(got, exp, rtol=0, atol=1e-6)
