@@ -87,7 +87,8 @@ def _to_int32(ctx, y: torch.Tensor, k: int) -> torch.Tensor:
 
 
 class _Layout:
-    """How a scale or zero point broadcasts to x (QuantizeLinear / DequantizeLinear)."""
+    """How a scale or zero point broadcasts to x (QuantizeLinear / DequantizeLinear); one
+    per input (a blocked layout caches its expansion)."""
     __slots__ = ("ctx", "axis", "block", "cache")
 
     def __init__(self, ctx):
@@ -142,20 +143,20 @@ def dequantize_linear(ctx):
         raise node_error(ctx, f"x_zero_point of type {ctx.input_dtype(2)} differs from x's "
                               f"type {ctx.input_dtype(0)}")
     out = _attr_type(ctx, "output_dtype", _SCALE_NAMES) if ctx.opset >= 23 else None
-    layout = _Layout(ctx)
+    s_layout, z_layout = _Layout(ctx), _Layout(ctx)
 
     def fn(xs):
         x, s = xs[0], xs[1]
         zp = xs[2] if len(xs) > 2 else None
         _run_check(ctx, x, x_types, "x")
         if x.dtype == torch.int32:
-            d = x if zp is None else x - layout(zp, x).to(torch.int32)
+            d = x if zp is None else x - z_layout(zp, x).to(torch.int32)
             d = d.to(torch.float32)
         else:  # 8/16-bit values and their differences are exact in float32
             d = x.to(torch.float32)
             if zp is not None:
-                d = d - layout(zp, x).to(torch.float32)
-        y = d * layout(s, x).to(torch.float32)
+                d = d - z_layout(zp, x).to(torch.float32)
+        y = d * s_layout(s, x).to(torch.float32)
         return [y.to(out or s.dtype)]
     return fn
 
@@ -188,7 +189,7 @@ def quantize_linear(ctx):
     if precision == torch.int32:
         raise node_error(ctx, "precision=6 (int32) is not supported: the division needs a "
                               "float type")
-    layout = _Layout(ctx)
+    s_layout, z_layout = _Layout(ctx), _Layout(ctx)
 
     def fn(xs):
         x, s = xs[0], xs[1]
@@ -202,11 +203,12 @@ def quantize_linear(ctx):
         cd = precision or s.dtype
         if cd == torch.int32:
             cd = torch.float64
-        y = torch.round(x.to(cd) / layout(s, x).to(cd))
+        y = torch.round(x.to(cd) / s_layout(s, x).to(cd))
         if cd not in _FLOATS:   # a half type: add the zero point where it is exact
             y = y.to(torch.float32)
         if zp is not None:
-            y = y + layout(zp, x).to(y.dtype)
+            y = y.add_(z_layout(zp, x).to(y.dtype)) if y.shape == x.shape \
+                else y + z_layout(zp, x).to(y.dtype)
         return [y.clamp_(*rng).to(ot)]
     return fn
 
