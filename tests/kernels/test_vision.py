@@ -145,6 +145,25 @@ def test_roi_align_random_matches_ort_and_reference(seed):
         _close(got, ReferenceEvaluator(m).run(None, inputs))
 
 
+@pytest.mark.parametrize("layout", ["csr", "coo"])
+@pytest.mark.parametrize("ratio", [0, 1, 3])
+def test_roi_align_avg_sparse_product_layouts(layout, ratio, monkeypatch):
+    """avg is one sparse product whose rows repeat columns (samples sharing pixels, corners
+    clamped at the border): the CPU's CSR product and the COO one used on other devices
+    both equal onnxruntime, on rois inside, across and outside the map, several images."""
+    from pyge.kernels import nn_vision
+    if layout == "coo":
+        monkeypatch.setattr(nn_vision, "_CSR_DEVICES", ())
+    rng = np.random.default_rng(ratio)
+    x = rng.standard_normal((2, 5, 13, 9)).astype(np.float32)
+    p = rng.uniform(-4, 16, (12, 2, 2)).astype(np.float32)
+    rois = np.concatenate([p.min(1), p.max(1)], -1)
+    inputs = {"x": x, "rois": rois, "bi": rng.integers(0, 2, 12).astype(np.int64)}
+    attrs = {"output_height": 3, "output_width": 4, "sampling_ratio": ratio, "spatial_scale": 0.7}
+    m = _model("RoiAlign", inputs, attrs, 16)
+    _close(_pyge(m, inputs), _ort(m, inputs))
+
+
 def test_roi_align_refuses_unknown_mode():
     inputs = {"x": np.zeros((1, 1, 2, 2), np.float32), "rois": np.zeros((1, 4), np.float32),
               "bi": np.zeros(1, np.int64)}

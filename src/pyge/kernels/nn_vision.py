@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -138,29 +139,52 @@ def _roi_axis(c, inside, size):
     return low, high, torch.where(inside, w_low, z), torch.where(inside, w_high, z)
 
 
-def _roi_avg(x, bidx, cy, cx, w, n, oh, ow, gh, gw):
-    """Average of the bilinear samples by torch's grid_sample (border padding on pixel
-    coordinates clamped as the reference clamps them), in chunks of rois per batch entry.
-    w: (n, oh, gh, ow, gw) sample weights (1/count, 0 where the reference drops a sample)."""
+# torch warns once per process that sparse CSR support is "in beta"; _roi_avg relies only
+# on its product with a dense matrix, which the tests check.
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+_CSR_DEVICES = ("cpu",)     # elsewhere COO (tests switch the CPU to it too)
+
+
+def _roi_avg(x, bidx, cy, iny, vy, cx, inx, vx, count, oh, ow):
+    """The average of each bin's bilinear samples as one sparse matrix product: row (roi,
+    p, q) of the matrix holds, for every sample of that bin, its four corner pixels with
+    the bilinear weights over the roi's sample count (0 for samples past the roi's own
+    grid and for those the reference drops), and it multiplies the input laid out as
+    (pixel, channel) rows. Rois are taken in chunks of at most about 4M entries; samples
+    are gathered once each, where grid_sample over NCHW planes went channel by channel."""
     B, C, H, W = x.shape
-    ny = cy * (2.0 / (H - 1)) - 1 if H > 1 else torch.zeros_like(cy)
-    nx = cx * (2.0 / (W - 1)) - 1 if W > 1 else torch.zeros_like(cx)
-    grid = torch.stack(torch.broadcast_tensors(nx.view(n, 1, 1, ow, gw),
-                                               ny.view(n, oh, gh, 1, 1)), -1)
-    out = torch.empty((n, C, oh, ow), device=x.device, dtype=x.dtype)
-    chunk = max(1, (1 << 24) // max(1, C * oh * gh * ow * gw))
-    for b in range(B):
-        sel = (bidx == b).nonzero().view(-1) if B > 1 else None
-        m = n if sel is None else sel.numel()
-        for lo in range(0, m, chunk):
-            idx = torch.arange(lo, min(lo + chunk, m), device=x.device) if sel is None \
-                else sel[lo:lo + chunk]
-            k = idx.numel()
-            g = grid[idx].reshape(1, k * oh * gh, ow * gw, 2)
-            v = F.grid_sample(x[b:b + 1], g, mode="bilinear", padding_mode="border",
-                              align_corners=True).view(C, k, oh, gh, ow, gw)
-            out[idx] = torch.einsum("cnpiqj,npiqj->ncpq", v, w[idx])
-    return out
+    n, gh, gw = cy.shape[0], cy.shape[2], cx.shape[2]
+    dt = x.dtype
+    yl, yh, wyl, wyh = _roi_axis(cy, iny, H)                          # (n, oh, gh)
+    xl, xh, wxl, wxh = _roi_axis(cx, inx, W)                          # (n, ow, gw)
+    wy = torch.stack([wyl, wyh], -1) * vy.to(dt).unsqueeze(-1)        # (n, oh, gh, 2)
+    wx = torch.stack([wxl, wxh], -1) * (vx.to(dt) / count.view(n, 1, 1)).unsqueeze(-1)
+    ry = torch.stack([yl, yh], -1) * W + (bidx.view(n, 1, 1, 1) * (H * W))
+    rx = torch.stack([xl, xh], -1)
+    flat = x.permute(0, 2, 3, 1).reshape(B * H * W, C)
+    out = torch.empty((n, oh, ow, C), device=x.device, dtype=dt)
+    per_roi = oh * ow * gh * gw * 4
+    chunk = max(1, (1 << 22) // per_roi)
+    for lo in range(0, n, chunk):
+        hi = min(lo + chunk, n)
+        k = hi - lo
+        cols = (ry[lo:hi].view(k, oh, 1, gh, 2, 1, 1)
+                + rx[lo:hi].view(k, 1, ow, 1, 1, gw, 2)).reshape(k * oh * ow, -1)
+        vals = (wy[lo:hi].view(k, oh, 1, gh, 2, 1, 1)
+                * wx[lo:hi].view(k, 1, ow, 1, 1, gw, 2)).reshape(k * oh * ow, -1)
+        shape = (k * oh * ow, B * H * W)
+        if x.device.type in _CSR_DEVICES:
+            # CSR with every row the same length (rows may repeat a column: the CPU
+            # product adds them, as the tests against the reference check); no sort.
+            crow = torch.arange(0, cols.numel() + 1, cols.shape[1], device=x.device)
+            m = torch.sparse_csr_tensor(crow, cols.reshape(-1), vals.reshape(-1), shape,
+                                        check_invariants=False)
+        else:   # COO, coalesced by the product: no reliance on repeated columns adding up
+            rows = torch.arange(shape[0], device=x.device).view(-1, 1).expand_as(cols)
+            m = torch.sparse_coo_tensor(torch.stack([rows.reshape(-1), cols.reshape(-1)]),
+                                        vals.reshape(-1), shape, check_invariants=False)
+        out[lo:hi] = torch.sparse.mm(m, flat).view(k, oh, ow, C)
+    return out.permute(0, 3, 1, 2)
 
 
 @register("RoiAlign", since=10)
@@ -211,14 +235,11 @@ def roi_align(ctx):
         count = (gh.clamp_min(0) * gw.clamp_min(0)).clamp_min(1).to(dt)
         cy, iny, vy = _roi_coords(sh, bh, gh, oh, gh_max, H)          # (n, oh, gh_max)
         cx, inx, vx = _roi_coords(sw, bw, gw, ow, gw_max, W)          # (n, ow, gw_max)
-        oky = (iny & vy).view(n, oh, gh_max, 1, 1)
-        okx = (inx & vx).view(n, 1, 1, ow, gw_max)
         if x.numel() == 0:
             return [y.to(x.dtype)]
         if mode == "avg":
-            w = (oky & okx).to(dt) / count.view(n, 1, 1, 1, 1)
-            return [_roi_avg(x.to(dt), bidx.long(), cy, cx, w, n, oh, ow, gh_max,
-                             gw_max).to(x.dtype)]
+            return [_roi_avg(x.to(dt), bidx.long(), cy, iny, vy, cx, inx, vx, count, oh,
+                             ow).to(x.dtype).contiguous()]
         # max: the reference takes the max of the four *weighted* corners of each sample,
         # then the max over the samples (invalid samples: not counted; outside: 0).
         yl, yh, wyl, wyh = _roi_axis(cy, iny, H)
