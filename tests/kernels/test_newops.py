@@ -1,0 +1,136 @@
+"""DeformConv, TensorScatter, SwiGLU, CausalConvWithState, LinearAttention
+(src/pyge/kernels/nn_newops.py) beyond the onnx node cases: random cases against
+onnxruntime (DeformConv, TensorScatter) or the onnx reference evaluator, shapes the node
+cases miss (1-D/3-D deformable convolutions, GQA with per-key decay, ...), and the
+compile-time refusals."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import torch
+import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from pyge.errors import GraphError
+from pyge.frontends import load_onnx
+from pyge.kernels.runtime import run_reference
+
+_NP2ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
+            np.dtype(np.float64): TensorProto.DOUBLE, np.dtype(np.int64): TensorProto.INT64,
+            np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL}
+
+
+def _model(op, feeds, attrs, opset, n_out=1, consts=()):
+    """A one-node model; feeds maps input names to arrays (None: the input is absent)."""
+    names = [k if v is not None else "" for k, v in feeds.items()]
+    while names and names[-1] == "":
+        names.pop()
+    node = helper.make_node(op, names, [f"y{i}" for i in range(n_out)], name="n0", **attrs)
+    g_in = [helper.make_tensor_value_info(k, _NP2ONNX[v.dtype], v.shape)
+            for k, v in feeds.items() if v is not None and k not in consts]
+    inits = [numpy_helper.from_array(v, k) for k, v in feeds.items() if k in consts]
+    outs = [onnx.ValueInfoProto(name=f"y{i}") for i in range(n_out)]  # types inferred
+    m = helper.make_model(helper.make_graph([node], "t", g_in, outs, inits),
+                          opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 10
+    return m
+
+
+def _run(m, feeds, consts=()):
+    g = load_onnx(m)
+    got = run_reference(g, {k: v for k, v in feeds.items() if v is not None and k not in consts})
+    return [got[v.name] for v in g.outputs]
+
+
+def _ort(m, feeds):
+    ort = pytest.importorskip("onnxruntime")
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return s.run(None, {k: v for k, v in feeds.items() if v is not None})
+
+
+def _ref(m, feeds):
+    return ReferenceEvaluator(m).run(None, {k: v for k, v in feeds.items() if v is not None})
+
+
+# ---------------------------------------------------------------------------------------
+# DeformConv
+
+
+def _deform_case(rng, nd, group, og, k, s, d, p, bias, mask, n=2, cpg=2, ocpg=2, size=6):
+    c, oc = group * og * cpg, group * ocpg
+    ins = [size] * nd
+    outs = [(ins[i] + p[i] + p[nd + i] - (k[i] - 1) * d[i] - 1) // s[i] + 1 for i in range(nd)]
+    kk = int(np.prod(k))
+    feeds = {
+        "x": rng.standard_normal((n, c, *ins)).astype(np.float32),
+        "w": rng.standard_normal((oc, c // group, *k)).astype(np.float32),
+        "o": (rng.standard_normal((n, og * kk * nd, *outs)) * 2).astype(np.float32),
+        "b": rng.standard_normal(oc).astype(np.float32) if bias else None,
+        "m": rng.random((n, og * kk, *outs)).astype(np.float32) if mask else None,
+    }
+    attrs = dict(group=group, offset_group=og, kernel_shape=k, strides=s, dilations=d, pads=p)
+    return feeds, attrs
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_deform_conv_2d_matches_onnxruntime(seed):
+    rng = np.random.default_rng(seed)
+    feeds, attrs = _deform_case(
+        rng, 2, group=[1, 2][seed % 2], og=[1, 2, 1][seed % 3], k=[3, 2], s=[1 + seed % 2, 1],
+        d=[1, 1 + seed % 2], p=[1, 0, seed % 3, 1], bias=seed % 2 == 0, mask=seed % 3 != 2)
+    m = _model("DeformConv", feeds, attrs, 22)
+    got, = _run(m, feeds)
+    exp, = _ort(m, feeds)
+    np.testing.assert_allclose(got, exp, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("nd", [1, 3])
+def test_deform_conv_1d_3d_integer_offsets_are_shifted_convolutions(nd):
+    # Offsets that are whole numbers move every tap by the same amount: the result is a
+    # Conv of the input shifted (with zeros entering at the border).
+    rng = np.random.default_rng(nd)
+    feeds, attrs = _deform_case(rng, nd, group=2, og=2, k=[2] * nd, s=[1] * nd, d=[1] * nd,
+                                p=[0] * (2 * nd), bias=True, mask=False, size=5)
+    shift = np.zeros(feeds["o"].shape, np.float32)
+    shift.reshape(2, 2, 2 ** nd, nd, -1)[:, :, :, 0] = 1.0  # +1 along the first axis
+    feeds["o"] = shift
+    got, = _run(_model("DeformConv", feeds, attrs, 19), feeds)
+    x = torch.from_numpy(feeds["x"])
+    xs = torch.cat([x[:, :, 1:], torch.zeros_like(x[:, :, :1])], 2)
+    conv = (F.conv1d, F.conv2d, F.conv3d)[nd - 1]
+    exp = conv(xs, torch.from_numpy(feeds["w"]), torch.from_numpy(feeds["b"]), groups=2)
+    np.testing.assert_allclose(got, exp.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_deform_conv_3d_with_a_flat_axis_equals_2d():
+    # A 3-D deformable convolution over depth 1 (kernel depth 1, zero depth offsets) is the
+    # 2-D one, fractional offsets included.
+    rng = np.random.default_rng(7)
+    feeds, attrs = _deform_case(rng, 2, group=1, og=2, k=[3, 3], s=[1, 2], d=[1, 1],
+                                p=[1, 1, 1, 1], bias=True, mask=True)
+    got2, = _run(_model("DeformConv", feeds, attrs, 22), feeds)
+    n, _, oh, ow = feeds["o"].shape
+    o3 = np.zeros((n, 2, 9, 3, oh, ow), np.float32)
+    o3[:, :, :, 1:] = feeds["o"].reshape(n, 2, 9, 2, oh, ow)
+    f3 = {"x": feeds["x"][:, :, None], "w": feeds["w"][:, :, None],
+          "o": o3.reshape(n, 54, 1, oh, ow), "b": feeds["b"], "m": feeds["m"][:, :, None]}
+    a3 = dict(attrs, kernel_shape=[1, 3, 3], strides=[1, 1, 2], dilations=[1, 1, 1],
+              pads=[0, 1, 1, 0, 1, 1])
+    got3, = _run(_model("DeformConv", f3, a3, 22), f3)
+    np.testing.assert_allclose(got3[:, :, 0], got2, rtol=1e-5, atol=1e-6)
+
+
+def test_deform_conv_refusals():
+    rng = np.random.default_rng(0)
+    feeds, attrs = _deform_case(rng, 2, 1, 1, [2, 2], [1, 1], [1, 1], [0] * 4, False, False)
+    with pytest.raises(GraphError, match=r"'n0' \(DeformConv\): strides=\[1\] must have 2"):
+        _run(_model("DeformConv", feeds, dict(attrs, strides=[1]), 22), feeds)
+    with pytest.raises(GraphError, match=r"'n0' \(DeformConv\): offset_group=0 must be >= 1"):
+        _run(_model("DeformConv", feeds, dict(attrs, offset_group=0), 22), feeds)
+    bad = dict(feeds, o=feeds["o"][:, :4])
+    with pytest.raises(Exception, match="offset has shape"):
+        _run(_model("DeformConv", bad, attrs, 22), bad)
