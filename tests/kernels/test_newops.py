@@ -19,7 +19,8 @@ from pyge.kernels.runtime import run_reference
 
 _NP2ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
             np.dtype(np.float64): TensorProto.DOUBLE, np.dtype(np.int64): TensorProto.INT64,
-            np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL}
+            np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL,
+            np.dtype(object): TensorProto.STRING}
 
 
 def _model(op, feeds, attrs, opset, n_out=1, consts=()):
@@ -134,3 +135,54 @@ def test_deform_conv_refusals():
     bad = dict(feeds, o=feeds["o"][:, :4])
     with pytest.raises(Exception, match="offset has shape"):
         _run(_model("DeformConv", bad, attrs, 22), bad)
+
+
+# ---------------------------------------------------------------------------------------
+# TensorScatter
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+@pytest.mark.parametrize("seed", range(4))
+def test_tensor_scatter_matches_onnxruntime(mode, seed):
+    rng = np.random.default_rng(seed)
+    rank = 3 + seed % 2
+    axis = 1 + seed % (rank - 1)
+    shape = [2, 3, 2, 2][:rank]
+    shape[axis] = m_len = 5
+    s_len = [1, 2, 3, 5][seed]
+    us = list(shape)
+    us[axis] = s_len
+    w = rng.integers(0, m_len - s_len + 1, shape[0]) if mode == "linear" \
+        else rng.integers(-3, 9, shape[0])
+    feeds = {"p": rng.standard_normal(shape).astype(np.float32),
+             "u": rng.standard_normal(us).astype(np.float32),
+             "w": w.astype(np.int64) if seed != 1 else None}
+    m = _model("TensorScatter", feeds, {"mode": mode, "axis": axis - (rank if seed % 2 else 0)},
+               24)
+    got, = _run(m, feeds)
+    exp, = _ref(m, feeds) if mode == "circular" and w.min() < 0 else _ort(m, feeds)
+    np.testing.assert_array_equal(got, exp)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.bool_, object])
+def test_tensor_scatter_other_types(dtype):
+    rng = np.random.default_rng(0)
+    past = rng.integers(0, 9, (2, 4, 3)).astype(dtype)
+    upd = rng.integers(10, 19, (2, 2, 3)).astype(dtype)
+    if dtype is object:
+        past, upd = past.astype(str).astype(object), upd.astype(str).astype(object)
+    feeds = {"p": past, "u": upd, "w": np.array([3, 1], np.int64)}
+    m = _model("TensorScatter", feeds, {"mode": "circular", "axis": 1}, 24)
+    np.testing.assert_array_equal(_run(m, feeds)[0], _ref(m, feeds)[0])
+
+
+def test_tensor_scatter_errors():
+    feeds = {"p": np.zeros((2, 4, 1), np.float32), "u": np.ones((2, 2, 1), np.float32),
+             "w": np.array([3, 1], np.int64)}
+    with pytest.raises(Exception, match=r"write_indices \[3, 1\] \+ sequence length 2 go "
+                                        r"outside the cache's 4 positions"):
+        _run(_model("TensorScatter", feeds, {"axis": 1}, 24), feeds)
+    with pytest.raises(GraphError, match=r"'n0' \(TensorScatter\): mode='ring' is not one of"):
+        _run(_model("TensorScatter", feeds, {"axis": 1, "mode": "ring"}, 24), feeds)
+    with pytest.raises(GraphError, match=r"'n0' \(TensorScatter\): axis=-3 is the batch axis"):
+        _run(_model("TensorScatter", feeds, {"axis": -3}, 24), feeds)
