@@ -263,3 +263,65 @@ def _tensor_scatter_np(ctx, past, upd, wi, ax, circular):
                                      "positions (mode linear)")
             out[(b, *lead, j)] = upd[(b, *lead, i)]
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# SwiGLU (opset 28)
+
+
+@register("SwiGLU", since=28)
+def swiglu(ctx):
+    """Y = Swish_alpha(A) * B = A * sigmoid(alpha * A) * B (equal shapes, no broadcasting)."""
+    alpha = float(ctx.attr("alpha", 1.0))
+
+    def fn(xs):
+        a, b = xs
+        if a.shape != b.shape:
+            raise run_error(ctx, f"A {tuple(a.shape)} and B {tuple(b.shape)} must have the "
+                                 "same shape (SwiGLU does not broadcast)")
+        gate = F.silu(a) if alpha == 1.0 else a * torch.sigmoid(a * alpha)
+        return [gate * b]
+    return fn
+
+
+# ---------------------------------------------------------------------------------------
+# CausalConvWithState (opset 27)
+
+
+@register("CausalConvWithState", since=27)
+def causal_conv_with_state(ctx):
+    """Depthwise causal 1-D convolution over [past_state (or zeros), input], with an
+    optional fused SiLU; present_state holds the last k-1 positions of that sequence."""
+    act = ctx.attr("activation", "none")
+    if isinstance(act, bytes):
+        act = act.decode()
+    if act not in ("none", "silu", "swish"):
+        raise node_error(ctx, f"activation={act!r} is not one of 'none', 'silu', 'swish'")
+    silu = act != "none"
+
+    def fn(xs):
+        x, w = xs[0], xs[1]
+        bias = xs[2] if len(xs) > 2 else None
+        past = xs[3] if len(xs) > 3 else None
+        if x.ndim != 3 or w.ndim != 3:
+            raise run_error(ctx, f"input {tuple(x.shape)} and weight {tuple(w.shape)} must "
+                                 "be rank 3: (batch, channels, length), (channels, 1, k)")
+        nb, c, _ = x.shape
+        k = w.shape[2]
+        if w.shape[0] != c or w.shape[1] != 1 or k < 1:
+            raise run_error(ctx, f"weight {tuple(w.shape)} must be ({c}, 1, k) for {c} channels")
+        if past is None:
+            past = x.new_zeros((nb, c, k - 1))
+        elif tuple(past.shape) != (nb, c, k - 1):
+            raise run_error(ctx, f"past_state {tuple(past.shape)} must be {(nb, c, k - 1)}")
+        if bias is not None and tuple(bias.shape) != (c,):
+            raise run_error(ctx, f"bias {tuple(bias.shape)} must be ({c},)")
+        padded = torch.cat([past, x], 2)
+        cdt = _compute_dtype(x.dtype)
+        y = F.conv1d(padded.to(cdt), w.to(cdt), None if bias is None else bias.to(cdt),
+                     groups=c)
+        if silu:
+            y = F.silu(y)
+        present = padded[:, :, padded.shape[2] - (k - 1):] if k > 1 else padded[:, :, :0]
+        return [y.to(x.dtype), present.contiguous()]
+    return fn
