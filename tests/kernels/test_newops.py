@@ -186,3 +186,72 @@ def test_tensor_scatter_errors():
         _run(_model("TensorScatter", feeds, {"axis": 1, "mode": "ring"}, 24), feeds)
     with pytest.raises(GraphError, match=r"'n0' \(TensorScatter\): axis=-3 is the batch axis"):
         _run(_model("TensorScatter", feeds, {"axis": -3}, 24), feeds)
+
+
+# ---------------------------------------------------------------------------------------
+# SwiGLU
+
+
+@pytest.mark.parametrize("dtype,alpha", [(np.float32, 1.0), (np.float32, 1.702),
+                                         (np.float64, 0.5), (np.float16, 1.0)])
+def test_swiglu_matches_reference(dtype, alpha):
+    rng = np.random.default_rng(0)
+    feeds = {"a": (rng.standard_normal((2, 3, 8)) * 3).astype(dtype),
+             "b": rng.standard_normal((2, 3, 8)).astype(dtype)}
+    m = _model("SwiGLU", feeds, {"alpha": alpha}, 28)
+    got, = _run(m, feeds)
+    exp, = _ref(m, feeds)
+    assert got.dtype == exp.dtype
+    np.testing.assert_allclose(got, exp, rtol=2e-3 if dtype == np.float16 else 1e-6, atol=1e-6)
+
+
+def test_swiglu_refuses_broadcasting():
+    feeds = {"a": np.ones((2, 4), np.float32), "b": np.ones((1, 4), np.float32)}
+    with pytest.raises(Exception, match="must have the same shape"):
+        _run(_model("SwiGLU", feeds, {}, 28), feeds)
+
+
+# ---------------------------------------------------------------------------------------
+# CausalConvWithState
+
+
+@pytest.mark.parametrize("k,length,past,bias,act", [
+    (4, 7, True, True, "silu"), (3, 1, True, False, "none"), (5, 2, False, True, "swish"),
+    (1, 3, False, True, "none"), (2, 6, True, True, "none")])
+def test_causal_conv_with_state_matches_reference(k, length, past, bias, act):
+    rng = np.random.default_rng(k)
+    feeds = {"x": rng.standard_normal((2, 3, length)).astype(np.float32),
+             "w": rng.standard_normal((3, 1, k)).astype(np.float32),
+             "b": rng.standard_normal(3).astype(np.float32) if bias else None,
+             "s": rng.standard_normal((2, 3, k - 1)).astype(np.float32) if past else None}
+    m = _model("CausalConvWithState", feeds, {"activation": act}, 27, n_out=2)
+    got = _run(m, feeds)
+    exp = _ref(m, feeds)
+    for g, e in zip(got, exp):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_causal_conv_with_state_chunked_equals_whole():
+    # Feeding a sequence in pieces, each with the previous piece's present_state, gives the
+    # outputs of one call over the whole sequence.
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 4, 9)).astype(np.float32)
+    w = rng.standard_normal((4, 1, 4)).astype(np.float32)
+    whole = {"x": x, "w": w}
+    y_all, s_all = _run(_model("CausalConvWithState", whole, {"activation": "silu"}, 27, 2),
+                        whole)
+    state, ys = np.zeros((2, 4, 3), np.float32), []
+    for a, b in [(0, 2), (2, 3), (3, 9)]:
+        f = {"x": x[:, :, a:b], "w": w, "b": None, "s": state}
+        y, state = _run(_model("CausalConvWithState", f, {"activation": "silu"}, 27, 2), f)
+        ys.append(y)
+    np.testing.assert_allclose(np.concatenate(ys, 2), y_all, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(state, s_all)
+
+
+def test_causal_conv_with_state_refuses_unknown_activation():
+    feeds = {"x": np.ones((1, 2, 3), np.float32), "w": np.ones((2, 1, 2), np.float32)}
+    with pytest.raises(GraphError, match=r"'n0' \(CausalConvWithState\): activation='gelu' is "
+                                         "not one of 'none', 'silu', 'swish'"):
+        _run(_model("CausalConvWithState", feeds, {"activation": "gelu"}, 27, 2), feeds)
