@@ -255,3 +255,80 @@ def test_causal_conv_with_state_refuses_unknown_activation():
     with pytest.raises(GraphError, match=r"'n0' \(CausalConvWithState\): activation='gelu' is "
                                          "not one of 'none', 'silu', 'swish'"):
         _run(_model("CausalConvWithState", feeds, {"activation": "gelu"}, 27, 2), feeds)
+
+
+# ---------------------------------------------------------------------------------------
+# LinearAttention
+
+
+@pytest.mark.parametrize("rule,hq,hkv,per_dim,beta1,past,t", [
+    ("linear", 4, 2, False, False, True, 6), ("linear", 2, 2, False, False, False, 1),
+    ("gated", 4, 1, True, False, True, 5), ("gated", 3, 3, False, False, False, 4),
+    ("delta", 4, 2, False, True, True, 5), ("delta", 2, 1, False, False, False, 3),
+    ("gated_delta", 6, 2, True, False, True, 7), ("gated_delta", 4, 4, False, True, True, 1),
+    ("gated_delta", 2, 2, False, False, False, 0)])
+def test_linear_attention_matches_reference(rule, hq, hkv, per_dim, beta1, past, t):
+    rng = np.random.default_rng(hq * 10 + t)
+    b, dk, dv = 2, 4, 3
+
+    def l2(x):
+        return x / np.linalg.norm(x, axis=-1, keepdims=True)
+    key = l2(rng.standard_normal((b, t, hkv, dk))).reshape(b, t, hkv * dk)
+    feeds = {
+        "q": rng.standard_normal((b, t, hq * dk)).astype(np.float32),
+        "k": key.astype(np.float32),
+        "v": rng.standard_normal((b, t, hkv * dv)).astype(np.float32),
+        "s": rng.standard_normal((b, hkv, dk, dv)).astype(np.float32) if past else None,
+        "g": -rng.random((b, t, hkv * dk if per_dim else hkv)).astype(np.float32)
+        if "gated" in rule else None,
+        "be": rng.random((b, t, 1 if beta1 else hkv)).astype(np.float32)
+        if "delta" in rule else None,
+    }
+    attrs = {"update_rule": rule, "q_num_heads": hq, "kv_num_heads": hkv}
+    if rule == "delta":
+        attrs["scale"] = 0.7
+    m = _model("LinearAttention", feeds, attrs, 27, n_out=2)
+    got = _run(m, feeds)
+    exp = _ref(m, feeds)
+    for g, e in zip(got, exp):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_attention_chunked_equals_whole():
+    # A prefill in pieces, each starting from the previous piece's present_state, equals
+    # one pass (and decode steps of T=1 are such pieces).
+    rng = np.random.default_rng(3)
+    b, t, hq, hkv, dk, dv = 1, 6, 4, 2, 4, 4
+    q = rng.standard_normal((b, t, hq * dk)).astype(np.float32)
+    k = (rng.standard_normal((b, t, hkv * dk)) * 0.5).astype(np.float32)
+    v = rng.standard_normal((b, t, hkv * dv)).astype(np.float32)
+    g = -rng.random((b, t, hkv)).astype(np.float32)
+    be = rng.random((b, t, hkv)).astype(np.float32)
+    attrs = {"q_num_heads": hq, "kv_num_heads": hkv}
+    whole = {"q": q, "k": k, "v": v, "s": None, "g": g, "be": be}
+    y_all, s_all = _run(_model("LinearAttention", whole, attrs, 27, 2), whole)
+    state, ys = np.zeros((b, hkv, dk, dv), np.float32), []
+    for lo, hi in [(0, 3), (3, 4), (4, 5), (5, 6)]:
+        f = {"q": q[:, lo:hi], "k": k[:, lo:hi], "v": v[:, lo:hi], "s": state,
+             "g": g[:, lo:hi], "be": be[:, lo:hi]}
+        y, state = _run(_model("LinearAttention", f, attrs, 27, 2), f)
+        ys.append(y)
+    np.testing.assert_allclose(np.concatenate(ys, 1), y_all, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(state, s_all, rtol=1e-5, atol=1e-6)
+
+
+def test_linear_attention_refusals():
+    x = np.ones((1, 2, 8), np.float32)
+    feeds = {"q": x, "k": x, "v": x}
+    with pytest.raises(GraphError, match=r"'n0' \(LinearAttention\): update_rule='mamba' is "
+                                         "not one of"):
+        _run(_model("LinearAttention", feeds, {"update_rule": "mamba", "q_num_heads": 2,
+                                               "kv_num_heads": 2}, 27, 2), feeds)
+    with pytest.raises(GraphError, match=r"q_num_heads=3 must be a positive multiple of "
+                                         r"kv_num_heads=2"):
+        _run(_model("LinearAttention", feeds, {"update_rule": "linear", "q_num_heads": 3,
+                                               "kv_num_heads": 2}, 27, 2), feeds)
+    with pytest.raises(GraphError, match=r"update_rule='gated_delta' needs the decay input"):
+        _run(_model("LinearAttention", feeds, {"q_num_heads": 2, "kv_num_heads": 2}, 27, 2),
+             feeds)
