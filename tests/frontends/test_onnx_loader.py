@@ -217,3 +217,19 @@ def test_value_defined_twice_is_refused(case):
     with pytest.raises(pyge.ModelLoadError, match="is defined twice") as ei:
         pyge.load_onnx(mp)
     assert "\n" not in str(ei.value)
+
+
+def test_opset_warning_only_outside_the_tested_range(caplog):
+    from onnx import TensorProto as TP, helper
+
+    def model(opset):
+        g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TP.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, [2])])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    with caplog.at_level("WARNING"):
+        pyge.load_onnx(model(28))
+    assert "tested on opsets" not in caplog.text
+    with caplog.at_level("WARNING"):
+        pyge.load_onnx(model(29))
+    assert "uses opset 29; pyge is tested on opsets 7..28" in caplog.text
