@@ -1,8 +1,10 @@
-"""Attention and RotaryEmbedding beyond the onnx node cases: seeded random configurations
+"""Attention and RotaryEmbedding beyond the onnx node cases. Attention: seeded random configurations
 (3-D / 4-D, grouped heads, every mask form and rank, a mask shorter than the keys, causal
 with a KV cache or an external cache, windows, softcap, softmax precision, every
 qk_matmul_output mode) against onnx's ReferenceEvaluator and onnxruntime, the SDPA fast
 path against the explicit path, the whole compiler, and compile-time refusals.
+RotaryEmbedding: random 3-D / 4-D, interleaved, partial rotation, with and without
+position_ids against both oracles, half precision rounded once, refusals.
 
 Known deviations of the oracles, where pyge follows the spec:
 - the onnx reference returns the *softcapped* scores as qk_matmul_output mode 0 when a
@@ -252,3 +254,81 @@ def test_cuda_matches_cpu():
                 gpu = run_reference(g, dict(feeds), device=torch.device("cuda"))
             for k in cpu:
                 np.testing.assert_allclose(gpu[k], cpu[k], rtol=1e-3, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------
+# RotaryEmbedding
+
+def _rope_model(feeds, attrs):
+    names = ["X", "cos", "sin", "pos"]
+    ins = [n for n in names if n in feeds]
+    node = helper.make_node("RotaryEmbedding", ins, ["Y"], **attrs)
+    g_in = [helper.make_tensor_value_info(n, _TYPES[feeds[n].dtype], feeds[n].shape) for n in ins]
+    g_out = [helper.make_tensor_value_info("Y", _TYPES[feeds["X"].dtype], None)]
+    m = helper.make_model(helper.make_graph([node], "rope", g_in, g_out),
+                          opset_imports=[helper.make_opsetid("", 23)])
+    m.ir_version = 10
+    return m
+
+
+def _rope_case(rng, dtype=np.float32):
+    b, h, s, d = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 6)), \
+        int(rng.choice([4, 6, 8]))
+    rot = int(rng.choice([0, 2, d]))
+    attrs = {"interleaved": int(rng.integers(0, 2))}
+    if rot:
+        attrs["rotary_embedding_dim"] = rot
+    half = (rot or d) // 2
+    x = rng.standard_normal((b, h, s, d))
+    if rng.random() < 0.5:
+        x = x.transpose(0, 2, 1, 3).reshape(b, s, h * d)
+        attrs["num_heads"] = h
+    feeds = {"X": x.astype(dtype)}
+    if rng.random() < 0.5:
+        n_pos = 20
+        ang = rng.uniform(0, 6.3, (n_pos, half))
+        feeds.update(cos=np.cos(ang).astype(dtype), sin=np.sin(ang).astype(dtype),
+                     pos=rng.integers(0, n_pos, (b, s)).astype(np.int64))
+    else:
+        ang = rng.uniform(0, 6.3, (b, s, half))
+        feeds.update(cos=np.cos(ang).astype(dtype), sin=np.sin(ang).astype(dtype))
+    return feeds, attrs
+
+
+def test_rope_random_against_references():
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        feeds, attrs = _rope_case(rng)
+        m = _rope_model(feeds, attrs)
+        got = _run(m, feeds)[0]
+        exp = ReferenceEvaluator(m).run(None, dict(feeds))[0]
+        np.testing.assert_allclose(got, exp, rtol=1e-5, atol=1e-6, err_msg=str(attrs))
+        o = ort.InferenceSession(m.SerializeToString(),
+                                 providers=["CPUExecutionProvider"]).run(None, dict(feeds))[0]
+        np.testing.assert_allclose(got, o, rtol=1e-5, atol=1e-6, err_msg=str(attrs))
+
+
+def test_rope_half_precision_rounds_once():
+    rng = np.random.default_rng(12)
+    for _ in range(10):
+        feeds, attrs = _rope_case(rng, np.float16)
+        got = _run(_rope_model(feeds, attrs), feeds)[0]
+        f64 = {k: v.astype(np.float64) if v.dtype == np.float16 else v for k, v in feeds.items()}
+        exact = ReferenceEvaluator(_rope_model(f64, attrs)).run(None, f64)[0]
+        assert got.dtype == np.float16
+        # rounded once: within half an ulp of the exact value (ulp of |y| <= 2^-10 |y|)
+        assert (np.abs(got - exact) <= np.abs(exact) * 2.0 ** -11 + 1e-7).all(), attrs
+
+
+@pytest.mark.parametrize("attrs, rank, match", [
+    ({"interleaved": 2}, 4, r"attribute 'interleaved' is 2"),
+    ({"rotary_embedding_dim": 3}, 4, r"attribute 'rotary_embedding_dim' is 3"),
+    ({}, 3, r"a 3-D input needs the attribute num_heads"),
+])
+def test_rope_refusals(attrs, rank, match):
+    x = np.zeros((1, 2, 3, 4) if rank == 4 else (1, 3, 8), np.float32)
+    c = np.zeros((5, 2), np.float32)
+    m = _rope_model({"X": x, "cos": c, "sin": c, "pos": np.zeros((1, 3), np.int64)}, attrs)
+    with pytest.raises(GraphError, match=r"node 'RotaryEmbedding_0' \(RotaryEmbedding\): " + match):
+        compile_reference(load_onnx(m))

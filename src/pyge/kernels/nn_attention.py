@@ -1,4 +1,4 @@
-"""Attention (opsets 23, 24, 25) and RotaryEmbedding (opset 23).
+"""Attention (opsets 23, 24, 25) and RotaryEmbedding (opset 23; see its factory).
 
 Attention follows the schema text and the function body the onnx reference mirrors:
 
@@ -268,4 +268,73 @@ def attention(ctx):
         elif ctx.num_outputs > 3:
             outs.append(None)
         return outs[:ctx.num_outputs]
+    return fn
+
+
+@register("RotaryEmbedding", since=23)
+def rotary_embedding(ctx):
+    """x is (batch, heads, seq, head) or (batch, seq, heads * head) with num_heads; the
+    caches are (max_pos, rot/2) gathered at position_ids (batch, seq), or (batch, seq, rot/2)
+    without them. The first `rotary_embedding_dim` (0: all) channels of each head rotate, as
+    two halves or, with `interleaved`, as (even, odd) pairs; the rest pass through."""
+    interleaved = int(ctx.attr("interleaved", 0))
+    rot_attr = int(ctx.attr("rotary_embedding_dim", 0))
+    num_heads = ctx.attr("num_heads")
+    if interleaved not in (0, 1):
+        raise node_error(ctx, f"attribute 'interleaved' is {interleaved}; expected 0 or 1")
+    if rot_attr < 0 or rot_attr % 2:
+        raise node_error(ctx, f"attribute 'rotary_embedding_dim' is {rot_attr}; expected 0 "
+                              f"(the whole head) or a positive even number")
+    if num_heads is not None and int(num_heads) <= 0:
+        raise node_error(ctx, f"attribute 'num_heads' is {num_heads}; expected a positive number")
+    rank = _static_rank(ctx, 0)
+    if rank is not None and rank not in (3, 4):
+        raise node_error(ctx, f"input has rank {rank}; expected 3 or 4")
+    if rank == 3 and num_heads is None:
+        raise node_error(ctx, "a 3-D input needs the attribute num_heads")
+    heads = None if num_heads is None else int(num_heads)
+
+    def fn(xs):
+        x, cos, sin = xs[0], xs[1], xs[2]
+        pos = xs[3] if len(xs) > 3 else None
+        shape = x.shape
+        if x.ndim == 3:
+            if heads is None:
+                raise run_error(ctx, "a 3-D input needs the attribute num_heads")
+            b, s, hidden = shape
+            if hidden % heads:
+                raise run_error(ctx, f"hidden size {hidden} is not a multiple of {heads} heads")
+            x = x.reshape(b, s, heads, hidden // heads)  # (b, s, h, d): caches on (b, s, 1, r)
+            head_axis = 2
+        elif x.ndim == 4:
+            head_axis = 1                               # (b, h, s, d): caches on (b, 1, s, r)
+        else:
+            raise run_error(ctx, f"input has rank {x.ndim}; expected 3 or 4")
+        d = x.shape[-1]
+        rot = rot_attr or d
+        if rot > d or rot % 2:
+            raise run_error(ctx, f"rotary dimension {rot} must be even and at most the head "
+                                 f"size {d}")
+        if pos is not None:
+            cos, sin = cos[pos], sin[pos]
+        if cos.shape[-1] != rot // 2 or sin.shape[-1] != rot // 2:
+            raise run_error(ctx, f"cos_cache / sin_cache last axes ({cos.shape[-1]}, "
+                                 f"{sin.shape[-1]}) must be rotary dimension / 2 = {rot // 2}")
+        cdt = torch.float32 if x.dtype in _HALF else x.dtype
+        cos, sin = cos.unsqueeze(head_axis).to(cdt), sin.unsqueeze(head_axis).to(cdt)
+        xr = x[..., :rot].to(cdt)
+        if interleaved:
+            x1, x2 = xr[..., 0::2], xr[..., 1::2]
+        else:
+            x1, x2 = xr[..., :rot // 2], xr[..., rot // 2:]
+        real = cos * x1 - sin * x2
+        imag = sin * x1 + cos * x2
+        if interleaved:
+            out = torch.stack([real, imag], -1).flatten(-2)
+        else:
+            out = torch.cat([real, imag], -1)
+        out = out.to(x.dtype)
+        if rot < d:
+            out = torch.cat([out, x[..., rot:]], -1)
+        return [out.reshape(shape)]
     return fn
