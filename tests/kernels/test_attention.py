@@ -168,10 +168,12 @@ def test_fast_path_equals_explicit_path(monkeypatch, gqa_api):
     f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
     mask = rng.random((2, 1, 5, 9)) < 0.6
     mask[0, 0, 2] = False  # a fully masked row
+    fmask = np.where(mask, 0.5, -np.inf).astype(np.float32)
+    past = {"past_key": f(2, 2, 3, 8), "past_value": f(2, 2, 3, 6)}
     for attrs, extra in [({}, {"attn_mask": mask}),
                          ({"is_causal": 1}, {}),
-                         ({"is_causal": 1}, {"past_key": f(2, 2, 3, 8), "past_value": f(2, 2, 3, 6)}),
-                         ({"is_causal": 1}, {"attn_mask": np.where(mask, 0.5, -np.inf).astype(np.float32)})]:
+                         ({"is_causal": 1}, past),
+                         ({"is_causal": 1}, {"attn_mask": fmask})]:
         feeds = {"Q": f(2, 6, 5, 8), "K": f(2, 2, 9 - 3 * ("past_key" in extra), 8),
                  "V": f(2, 2, 9 - 3 * ("past_key" in extra), 6), **extra}
         outs = ["Y", "pk", "pv"] if "past_key" in extra else ["Y"]
@@ -222,8 +224,10 @@ def test_compiled_model_with_unused_outputs():
     ({"softmax_precision": 7}, 23, "4d", r"attribute 'softmax_precision' is 7"),
     ({"left_window_size": -2}, 25, "4d", r"attribute 'left_window_size' is -2"),
     ({}, 23, "3d", r"3-D Q/K/V need the attributes q_num_heads and kv_num_heads"),
-    ({"q_num_heads": 3, "kv_num_heads": 3}, 25, "4d", r"q_num_heads / kv_num_heads must not be given with 4-D"),
-    ({"q_num_heads": 4, "kv_num_heads": 3}, 23, "3d", r"q_num_heads \(4\) must be a positive multiple"),
+    ({"q_num_heads": 3, "kv_num_heads": 3}, 25, "4d",
+     r"q_num_heads / kv_num_heads must not be given with 4-D"),
+    ({"q_num_heads": 4, "kv_num_heads": 3}, 23, "3d",
+     r"q_num_heads \(4\) must be a positive multiple"),
     ({}, 23, "past_key_only", r"past_key and past_value must be given together"),
 ])
 def test_refusals(attrs, opset, feeds_kind, match):

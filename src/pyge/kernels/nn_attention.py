@@ -101,7 +101,8 @@ def attention(ctx):
     if rank == 4 and heads_given and opset >= 25:
         raise node_error(ctx, "q_num_heads / kv_num_heads must not be given with 4-D Q/K/V")
     if q_heads_attr is not None and kv_heads_attr is not None:
-        if int(q_heads_attr) <= 0 or int(kv_heads_attr) <= 0 or int(q_heads_attr) % int(kv_heads_attr):
+        qh, kvh = int(q_heads_attr), int(kv_heads_attr)
+        if qh <= 0 or kvh <= 0 or qh % kvh:
             raise node_error(ctx, f"q_num_heads ({q_heads_attr}) must be a positive multiple of "
                                   f"kv_num_heads ({kv_heads_attr})")
     q_heads = None if q_heads_attr is None else int(q_heads_attr)
