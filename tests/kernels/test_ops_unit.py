@@ -683,6 +683,15 @@ _XFAIL_NODE = {
        "half-precision rounding differs from the step-wise reference"
        for n in ("4d_causal_fp16", "4d_causal_bf16", "4d_padded_kv_bf16",
                  "4d_causal_padded_kv_bf16", "4d_attn_mask_causal_bf16", "3d_causal_bf16")},
+    # The Attention kernel on bfloat16 (8 significant bits: one ulp is 2^-8 relative, above
+    # rtol=1e-3) computes in float32 and rounds once: its results are within half an ulp of
+    # the float64 values; the reference rounds every step in bfloat16 and is up to 1.3 ulp
+    # off, so 20-40% of the elements differ by one ulp.
+    **{f"test_attention_{n}":
+       "bfloat16: the kernel rounds once (within 0.5 ulp of float64), the reference every "
+       "step (up to 1.3 ulp); one bfloat16 ulp exceeds rtol=1e-3"
+       for n in ("4d_causal_bf16", "4d_padded_kv_bf16", "4d_causal_padded_kv_bf16",
+                 "4d_attn_mask_causal_bf16", "3d_causal_bf16")},
     # MaxUnpool with output_shape: the case's data scatter the indices into the inferred
     # 4x4 shape and pad that to 5x5 (the onnx reference's reading); the spec says the
     # indices address the tensor MaxPool ran on (output_shape), as onnxruntime and
