@@ -759,3 +759,14 @@ def _check_value(res, exp, case):
     if exp.dtype.kind == "V":  # ml_dtypes (bfloat16): compare the values as float64
         res, exp = res.astype(np.float64), exp.astype(np.float64)
     np.testing.assert_allclose(res, exp, rtol=case.rtol, atol=case.atol)
+
+
+def test_every_default_domain_operator_has_a_kernel_but_image_decoder():
+    """What the README says: of the installed onnx's default-domain schemas, only
+    ImageDecoder (image file bytes in, pixels out) has no kernel."""
+    import onnx.defs
+    registry.lookup("Relu")  # load every kernel module
+    names = {s.name for s in onnx.defs.get_all_schemas()
+             if s.domain in ("", "ai.onnx") and not s.deprecated}
+    missing = sorted(n for n in names if not registry.is_supported(n, "", 99))
+    assert missing == ["ImageDecoder"]
