@@ -262,3 +262,15 @@ def test_qoperator_cnn_matches_onnxruntime(act, tmp_path):
         exp = sess.run(None, feeds)[0]
         got = list(model.run(feeds).values())[0]
         np.testing.assert_array_equal(got, exp)
+
+
+@pytest.mark.parametrize("t", _T)
+@pytest.mark.parametrize("opset,axis", [(13, -1), (13, 1), (11, 1), (12, -1)])
+def test_softmax_vs_ort(t, opset, axis):
+    rng = np.random.default_rng(18)
+    lo, hi = (0, 255) if t == np.uint8 else (-128, 127)
+    for _ in range(3):
+        _run("QLinearSoftmax", {"x": rng.integers(lo, hi + 1, (3, 5, 17)).astype(t),
+                                "sx": np.float32(rng.uniform(0.01, 0.3)), "zx": _zp(rng, t),
+                                "sy": np.float32(1 / 256), "zy": t(lo)},
+             {"opset": opset, "axis": axis}, consts=("sx", "zx", "sy", "zy"))

@@ -1,7 +1,7 @@
 """onnxruntime's quantized contrib operators (domain com.microsoft), the ones its
 quantization tool writes in the QOperator format and its graph optimizer fuses to:
 QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearConcat, QLinearSigmoid,
-QLinearLeakyRelu, QLinearAveragePool, QGemm, DynamicQuantizeMatMul,
+QLinearLeakyRelu, QLinearAveragePool, QLinearSoftmax, QGemm, DynamicQuantizeMatMul,
 MatMulIntegerToFloat, QuantizeLinear, DequantizeLinear.
 
 There is no spec beyond the contrib-op docs; onnxruntime (MLAS, x86) is the oracle, so
@@ -499,3 +499,49 @@ def ms_quantize_linear(ctx):
 @register("DequantizeLinear", domain=MS)
 def ms_dequantize_linear(ctx):
     return dequantize_linear(dataclasses.replace(ctx, opset=21))
+
+
+# ---------------------------------------------------------------------------------------
+# QLinearSoftmax
+
+
+@register("QLinearSoftmax", domain=MS)
+def qlinear_softmax(ctx):
+    # onnxruntime's integer algorithm: t = lrint(qscale * exp((x - max) * x_scale)) from a
+    # float64 table (qscale = min(2^32-1 / D, 2^23-1)), the uint32 sum S of a row, then
+    # y = (t * uint32(1 / y_scale) + S / 2) / S + y_zero_point in uint32 arithmetic
+    # (wrapping as onnxruntime's does), saturated (uint8 above at 255, int8 to its range).
+    # `opset` (the Softmax opset it replaced) picks the axis semantics.
+    _types(ctx, [(0, "X"), (2, "x_zero_point"), (4, "y_zero_point")])
+    opset = ctx.attr("opset")
+    if opset is None:
+        raise node_error(ctx, "attribute 'opset' is required")
+    axis = ctx.attr("axis", 1 if opset < 13 else -1)
+    m32 = (1 << 32) - 1
+
+    def fn(xs):
+        x, sx, _zx, sy = xs[:4]
+        zy = _get(xs, 4)
+        _run_check(ctx, x, _8BIT, "X")
+        try:
+            ax = norm_axis(axis, x.ndim)
+        except ValueError as err:
+            raise run_error(ctx, f"axis: {err}") from None
+        v = x.movedim(ax, -1) if opset >= 13 else x.reshape(x.shape[:ax] + (-1,))
+        d = v.shape[-1]
+        qscale = min(float(m32) / d, float(0x7FFFFF))
+        xi = v.to(torch.int64)
+        diff = xi.amax(dim=-1, keepdim=True) - xi            # 0..255
+        i = torch.arange(256, dtype=torch.float64, device=x.device)
+        table = torch.round(qscale * torch.exp((i - 255) * float(_sc(ctx, sx, "x_scale"))))
+        t = table.to(torch.int64)[255 - diff]
+        s = t.sum(dim=-1, keepdim=True) & m32
+        ys = int(torch.tensor(1.0, dtype=_F32) / _sc(ctx, sy, "y_scale").to(_F32).cpu())
+        zyv = 0 if zy is None else int(_sc(ctx, zy, "y_zero_point"))
+        q = ((((t * ys) & m32) + (s >> 1)) & m32) // s.clamp(min=1)
+        if x.dtype == torch.uint8:
+            y = ((q + zyv) & m32).clamp(max=255).to(torch.uint8)
+        else:   # onnxruntime 1.32 saturates the signed sum
+            y = (q + zyv).clamp(-128, 127).to(torch.int8)
+        return [y.movedim(-1, ax) if opset >= 13 else y.reshape(x.shape)]
+    return fn
