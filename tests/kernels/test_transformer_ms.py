@@ -1,0 +1,296 @@
+"""onnxruntime's transformer contrib ops (com.microsoft) against onnxruntime's CPU kernels:
+seeded random shapes and attributes, float32, rtol = atol = 1e-5."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+from pyge.errors import GraphError
+from pyge.frontends import load_onnx
+from pyge.kernels.runtime import run_reference
+
+ort = pytest.importorskip("onnxruntime")
+MS = "com.microsoft"
+TOL = dict(rtol=1e-5, atol=1e-5)
+_TYPES = {np.dtype("float32"): TP.FLOAT, np.dtype("int32"): TP.INT32,
+          np.dtype("int64"): TP.INT64, np.dtype("float16"): TP.FLOAT16}
+
+
+def _model(op, inputs, attrs=None, n_out=1, domain=MS, consts=(), outs=None):
+    names = list(inputs)
+    while names and inputs[names[-1]] is None:
+        names.pop()
+    outs = outs or [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op, [n if inputs[n] is not None else "" for n in names], outs,
+                            domain=domain, **(attrs or {}))
+    g_in = [helper.make_tensor_value_info(n, _TYPES[a.dtype], a.shape)
+            for n, a in inputs.items() if a is not None and n not in consts]
+    inits = [numpy_helper.from_array(a, n) for n, a in inputs.items()
+             if a is not None and n in consts]
+    g_out = [onnx.ValueInfoProto(name=o) for o in outs if o]
+    g = helper.make_graph([node], "t", g_in, g_out, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid(MS, 1)])
+    m.ir_version = 8
+    return m
+
+
+def _run_both(m, feeds):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    exp = sess.run(None, feeds)
+    g = load_onnx(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = run_reference(g, dict(feeds))
+    return [got[v.name] for v in g.outputs], exp
+
+
+def check(op, inputs, attrs=None, n_out=1, consts=(), outs=None, domain=MS, skip=()):
+    m = _model(op, inputs, attrs, n_out, domain, consts, outs)
+    feeds = {n: a for n, a in inputs.items() if a is not None and n not in consts}
+    got, exp = _run_both(m, feeds)
+    assert len(got) == len(exp)
+    for i, (a, b) in enumerate(zip(got, exp)):
+        if i in skip:
+            continue
+        a = np.asarray(a)
+        assert a.dtype == b.dtype, (i, a.dtype, b.dtype)
+        assert a.shape == b.shape, (i, a.shape, b.shape)
+        np.testing.assert_allclose(a, b, **TOL, err_msg=f"output {i}")
+
+
+def f32(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------
+# activations
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_gelu_family(seed):
+    rng = np.random.default_rng(seed)
+    shape = tuple(rng.integers(1, 6, rng.integers(1, 4)))
+    x, b = f32(rng, *shape, scale=3), f32(rng, shape[-1])
+    check("Gelu", {"x": x})
+    check("BiasGelu", {"x": x, "b": b})
+    check("FastGelu", {"x": x})
+    check("FastGelu", {"x": x, "b": b})
+    check("QuickGelu", {"x": x}, {"alpha": float(rng.uniform(0.5, 2.5))})
+    check("QuickGelu", {"x": x})
+
+
+# ---------------------------------------------------------------------------------------
+# normalizations
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_skip_layer_norm(seed):
+    rng = np.random.default_rng(100 + seed)
+    b, s, h = (int(v) for v in rng.integers(1, 7, 3))
+    x = f32(rng, b, s, h)
+    skip_shape = [(b, s, h), (1, s, h), (s, h)][seed % 3]
+    skip = f32(rng, *skip_shape)
+    gamma, beta, bias = f32(rng, h), f32(rng, h), f32(rng, h)
+    eps = float(rng.choice([1e-12, 1e-5]))
+    n_out = [1, 4, 4, 1][seed % 4]
+    inputs = {"x": x, "skip": skip, "gamma": gamma, "beta": beta if seed % 2 else None,
+              "bias": bias if seed % 5 < 3 else None}
+    check("SkipLayerNormalization", inputs, {"epsilon": eps}, n_out=n_out)
+    sinputs = {"x": x, "skip": skip, "gamma": gamma,
+               "bias": bias if seed % 5 < 3 else None}
+    check("SkipSimplifiedLayerNormalization", sinputs, {"epsilon": eps}, n_out=n_out)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_simplified_and_layer_norm(seed):
+    rng = np.random.default_rng(200 + seed)
+    shape = tuple(int(v) for v in rng.integers(1, 6, 3))
+    axis = int(rng.integers(-3, 3))
+    x = f32(rng, *shape)
+    ax = axis % 3
+    scale, bias = f32(rng, *shape[ax:]), f32(rng, *shape[ax:])
+    n_out = 1 + seed % 2
+    check("SimplifiedLayerNormalization", {"x": x, "s": scale}, {"axis": axis, "epsilon": 1e-5},
+          n_out=n_out, domain="")
+    check("LayerNormalization", {"x": x, "s": scale, "b": bias}, {"axis": axis},
+          n_out=1 + seed % 3, domain="")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bias_add(seed):
+    rng = np.random.default_rng(300 + seed)
+    b, s, c = (int(v) for v in rng.integers(1, 6, 3))
+    # onnxruntime implements BiasAdd on CUDA only: numpy is the reference here.
+    x, bias, skip = f32(rng, b, s, c), f32(rng, c), f32(rng, b, s, c)
+    m = _model("BiasAdd", {"x": x, "bias": bias, "skip": skip})
+    got = run_reference(load_onnx(m), {"x": x, "bias": bias, "skip": skip})
+    np.testing.assert_allclose(got["y0"], x + bias + skip, **TOL)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_fused_matmul(seed):
+    rng = np.random.default_rng(400 + seed)
+    rank = [2, 3, 4][seed % 3]
+    ta, tb = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+    tba, tbb = (int(rng.integers(0, 2)), int(rng.integers(0, 2))) if rank > 2 else (0, 0)
+    m, k, n = (int(v) for v in rng.integers(1, 6, 3))
+    batch = [int(v) for v in rng.integers(1, 4, rank - 2)]
+    a_logical, b_logical = batch + [m, k], batch + [k, n]
+
+    def physical(shape, t, tbatch):
+        shape = list(shape)
+        if t:
+            shape[-1], shape[-2] = shape[-2], shape[-1]
+        if tbatch:  # logical [d1..dn-2, d0, dn-1] from physical [d0, d1, ..., dn-1]
+            shape = [shape[-2]] + shape[:-2] + [shape[-1]]
+        return shape
+
+    a = f32(rng, *physical(a_logical, ta, tba))
+    b = f32(rng, *physical(b_logical, tb, tbb))
+    attrs = {"alpha": float(rng.uniform(-2, 2)), "transA": ta, "transB": tb}
+    if rank > 2:
+        attrs.update(transBatchA=tba, transBatchB=tbb)
+    check("FusedMatMul", {"a": a, "b": b}, attrs)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_embed_layer_norm(seed):
+    rng = np.random.default_rng(500 + seed)
+    b, s, h = int(rng.integers(1, 4)), int(rng.integers(1, 7)), int(rng.integers(2, 9))
+    vocab, max_pos, n_seg = 11, 8, 2
+    with_seg, with_mask, with_pos = seed % 2 == 0, seed % 3 != 0, seed % 4 == 3
+    mask = (rng.random((b, s)) > 0.3).astype(np.int32)
+    inputs = {
+        "ids": rng.integers(0, vocab, (b, s)).astype(np.int32),
+        "seg": rng.integers(0, n_seg, (b, s)).astype(np.int32) if with_seg else None,
+        "word": f32(rng, vocab, h), "pos": f32(rng, max_pos, h),
+        "segemb": f32(rng, n_seg, h) if with_seg else None,
+        "gamma": f32(rng, h), "beta": f32(rng, h),
+        "mask": mask if with_mask else None,
+        "pos_ids": rng.integers(0, max_pos, (b, s)).astype(np.int32) if with_pos else None,
+    }
+    check("EmbedLayerNormalization", inputs, {"epsilon": 1e-5}, n_out=[2, 3][seed % 2],
+          consts=("word", "pos", "segemb", "gamma", "beta"))
+
+
+# ---------------------------------------------------------------------------------------
+# attention
+
+
+def _mask(rng, form, b, s, t):
+    if form == "1d":
+        return rng.integers(1, t + 1, b).astype(np.int32)
+    if form == "1d2":
+        end = rng.integers(1, t + 1, b)
+        start = np.array([rng.integers(0, e) for e in end])
+        return np.concatenate([end, start]).astype(np.int32)
+    if form == "2d":
+        m = (rng.random((b, t)) > 0.3).astype(np.int32)
+        m[:, 0] = 1
+        return m
+    if form == "3d":
+        m = (rng.random((b, s, t)) > 0.3).astype(np.int32)
+        m[..., 0] = 1
+        return m
+    return None
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_attention(seed):
+    rng = np.random.default_rng(600 + seed)
+    b, s = int(rng.integers(1, 4)), int(rng.integers(1, 6))
+    heads = int(rng.integers(1, 4))
+    hs = int(rng.integers(1, 5))
+    d_in = int(rng.integers(2, 9))
+    use_past = seed % 4 == 1
+    p = int(rng.integers(1, 4)) if use_past else 0
+    qkv = [heads * hs] * 3
+    if seed % 5 == 2 and not use_past:
+        qkv[2] = heads * int(rng.integers(1, 5))
+    form = [None, "1d", "1d2", "2d", "3d"][seed % 5]
+    causal = int(seed % 3 == 0)
+    t = s + p
+    attrs = {"num_heads": heads, "unidirectional": causal}
+    if qkv[2] != qkv[0]:
+        attrs["qkv_hidden_sizes"] = qkv
+    if seed % 7 == 3:
+        attrs["scale"] = 0.3
+    inputs = {"x": f32(rng, b, s, d_in), "w": f32(rng, d_in, sum(qkv)),
+              "bias": f32(rng, sum(qkv)) if seed % 6 else None,
+              "mask": _mask(rng, form, b, s, t),
+              "past": f32(rng, 2, b, heads, p, hs) if use_past else None,
+              "attn_bias": f32(rng, b, heads, s, t) if seed % 8 == 5 else None}
+    check("Attention", inputs, attrs, n_out=2 if use_past else 1)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_multi_head_attention(seed):
+    rng = np.random.default_rng(700 + seed)
+    b, s, l_ = int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(1, 6))
+    heads, hs = int(rng.integers(1, 4)), int(rng.integers(1, 5))
+    d = heads * hs
+    use_past = seed % 4 == 1
+    p = int(rng.integers(1, 4)) if use_past else 0
+    t = l_ + p
+    form = [None, "2d", "1d", "3d"][seed % 4]
+    attrs = {"num_heads": heads}
+    if seed % 5 == 3:
+        attrs["scale"] = 0.4
+    if use_past or seed % 6 == 0:
+        l_ = s if not use_past else l_
+        t = l_ + p
+    inputs = {"q": f32(rng, b, s, d), "k": f32(rng, b, l_, d), "v": f32(rng, b, l_, d),
+              "bias": f32(rng, 3 * d) if seed % 3 else None,
+              "mask": _mask(rng, form, b, s, t),
+              "attn_bias": f32(rng, 1, heads, s, t) if seed % 7 == 2 else None,
+              "past_k": f32(rng, b, heads, p, hs) if use_past else None,
+              "past_v": f32(rng, b, heads, p, hs) if use_past else None}
+    check("MultiHeadAttention", inputs, attrs, n_out=3 if use_past else 1)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rotary_embedding(seed):
+    rng = np.random.default_rng(800 + seed)
+    b, s, heads = int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(1, 4))
+    hs = 2 * int(rng.integers(1, 5))
+    max_pos = 16
+    rot = hs if seed % 3 else 2 * int(rng.integers(1, hs // 2 + 1))
+    attrs = {"interleaved": seed % 2}
+    if rot != hs:
+        attrs["rotary_embedding_dim"] = rot
+        attrs["num_heads"] = heads
+    elif seed % 4 == 0:
+        attrs["num_heads"] = heads
+    x = f32(rng, b, s, heads * hs) if seed % 5 != 4 else f32(rng, b, heads, s, hs)
+    if seed % 3 == 1:
+        pos = np.array([int(rng.integers(0, max_pos - s))], np.int64)
+    else:
+        pos = rng.integers(0, max_pos, (b, s)).astype(np.int64)
+    theta = rng.uniform(0, 6, (max_pos, rot // 2))
+    check("RotaryEmbedding", {"x": x, "pos": pos, "cos": np.cos(theta).astype(np.float32),
+                              "sin": np.sin(theta).astype(np.float32)}, attrs)
+
+
+# ---------------------------------------------------------------------------------------
+# refusals
+
+
+@pytest.mark.parametrize("op,attrs,what", [
+    ("Attention", {"num_heads": 2, "do_rotary": 1}, "do_rotary"),
+    ("Attention", {"num_heads": 2, "qkv_hidden_sizes": [4, 6, 4]}, "qkv_hidden_sizes"),
+    ("Attention", {"num_heads": 2, "unidirectional": 2}, "unidirectional"),
+    ("Attention", {}, "num_heads"),
+])
+def test_refusals(op, attrs, what):
+    rng = np.random.default_rng(0)
+    m = _model(op, {"x": f32(rng, 1, 2, 4), "w": f32(rng, 4, 12)}, attrs)
+    with pytest.raises(GraphError, match=rf"\(Attention\).*{what}"):
+        run_reference(load_onnx(m), {"x": f32(rng, 1, 2, 4), "w": f32(rng, 4, 12)})
