@@ -45,6 +45,14 @@ def _opt(xs, i):
     return xs[i] if len(xs) > i else None
 
 
+def _check_range(ctx, idx, n, what):
+    """Indices outside [0, n) are an error; checked on the CPU only (reading a CUDA value
+    back would sync and block CUDA graph capture; torch's device-side assert catches them
+    there)."""
+    if idx.device.type == "cpu" and idx.numel() and bool(((idx < 0) | (idx >= n)).any()):
+        raise run_error(ctx, f"{what} out of range [0, {n})")
+
+
 def _int_attr(ctx, name, default, allowed=None):
     v = int(ctx.attr(name, default))
     if allowed is not None and v not in allowed:
@@ -228,20 +236,17 @@ def embed_layer_norm(ctx):
             raise run_error(ctx, f"input_ids has rank {ids.ndim}; expected 2 (batch, sequence)")
         b, s = ids.shape
         ids = ids.long()
-        if ((ids < 0) | (ids >= word.shape[0])).any():
-            raise run_error(ctx, f"input_ids out of range [0, {word.shape[0]})")
+        _check_range(ctx, ids, word.shape[0], "input_ids")
         e = F.embedding(ids, word)
         if pos_ids is None:
             pos = torch.arange(s, device=ids.device).expand(b, s)
         else:
             pos = pos_ids.long().expand(b, s)
-        if ((pos < 0) | (pos >= pos_emb.shape[0])).any():
-            raise run_error(ctx, f"position ids out of range [0, {pos_emb.shape[0]})")
+        _check_range(ctx, pos, pos_emb.shape[0], "position ids")
         e = e + F.embedding(pos, pos_emb)
         if seg_ids is not None and seg_emb is not None:
             sid = seg_ids.long()
-            if ((sid < 0) | (sid >= seg_emb.shape[0])).any():
-                raise run_error(ctx, f"segment_ids out of range [0, {seg_emb.shape[0]})")
+            _check_range(ctx, sid, seg_emb.shape[0], "segment_ids")
             e = e + F.embedding(sid, seg_emb)
         hidden = e.shape[-1]
         y = F.layer_norm(e, (hidden,), gamma, beta, eps)
@@ -289,8 +294,7 @@ def _key_mask(ctx, mask, b, s, t, fill, dtype):
     else:
         raise run_error(ctx, f"mask has rank {mask.ndim}; 1-D, 2-D and 3-D masks are "
                              f"supported (the 4-D Megatron form is not)")
-    return torch.where(bad, torch.tensor(fill, dtype=dtype, device=dev),
-                       torch.tensor(0.0, dtype=dtype, device=dev))
+    return torch.zeros(bad.shape, dtype=dtype, device=dev).masked_fill(bad, fill)
 
 
 def _attend(q, k, v, scale, add, causal_past, attn_bias):
@@ -451,7 +455,7 @@ def ms_rotary_embedding(ctx):
     interleaved = _int_attr(ctx, "interleaved", 0, (0, 1))
     rot_attr = int(ctx.attr("rotary_embedding_dim", 0))
     heads_attr = int(ctx.attr("num_heads", 0))
-    scale = float(ctx.attr("scale", 1.0))
+    # (the 'scale' attribute is not used by onnxruntime's CPU kernel either)
     if int(ctx.attr("is_packed_batching", 0)):
         raise node_error(ctx, "attribute 'is_packed_batching'=1 is not supported")
     if rot_attr < 0 or rot_attr % 2:
@@ -481,8 +485,7 @@ def ms_rotary_embedding(ctx):
         pos = pos.long()
         if pos.numel() == 1 and not (pos.ndim == 2 and b * s == 1):
             pos = pos.reshape(()) + torch.arange(s, device=x.device).expand(b, s)
-        if ((pos < 0) | (pos >= cos.shape[0])).any():
-            raise run_error(ctx, f"position ids out of range [0, {cos.shape[0]})")
+        _check_range(ctx, pos, cos.shape[0], "position ids")
         c, sn = cos[pos], sin[pos]  # (b, s, rot / 2)
         if c.shape[-1] != rot // 2:
             raise run_error(ctx, f"cos_cache last axis {c.shape[-1]} must be rotary dimension "
@@ -502,5 +505,4 @@ def ms_rotary_embedding(ctx):
         if rot < d:
             out = torch.cat([out, x[..., rot:]], -1)
         return [out.reshape(shape)]
-    del scale
     return fn
