@@ -335,3 +335,82 @@ def test_refusals(op, attrs, what):
     m = _model(op, {"x": f32(rng, 1, 2, 4), "w": f32(rng, 4, 12)}, attrs)
     with pytest.raises(GraphError, match=rf"\(Attention\).*{what}"):
         run_reference(load_onnx(m), {"x": f32(rng, 1, 2, 4), "w": f32(rng, 4, 12)})
+
+
+# ---------------------------------------------------------------------------------------
+# end to end: a tiny BERT optimized by onnxruntime's transformer optimizer
+
+
+def _tiny_bert(path):
+    torch = pytest.importorskip("torch")
+    from torch import nn
+    h, heads, vocab = 32, 4, 50
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v, self.o = (nn.Linear(h, h) for _ in range(4))
+            self.ln1, self.ln2 = nn.LayerNorm(h, eps=1e-12), nn.LayerNorm(h, eps=1e-12)
+            self.f1, self.f2 = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
+
+        def forward(self, x, mask):
+            b, t, _ = x.shape
+
+            def split(y):
+                return y.view(b, t, heads, h // heads).permute(0, 2, 1, 3)
+            q, k, v = split(self.q(x)), split(self.k(x)).permute(0, 1, 3, 2), split(self.v(x))
+            a = torch.softmax(torch.matmul(q, k) / 2.8284271247461903 + mask, -1)
+            c = torch.matmul(a, v).permute(0, 2, 1, 3).reshape(b, t, h)
+            x = self.ln1(x + self.o(c))
+            return self.ln2(x + self.f2(nn.functional.gelu(self.f1(x))))
+
+    class Bert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w, self.p, self.t = nn.Embedding(vocab, h), nn.Embedding(16, h), nn.Embedding(2, h)
+            self.ln = nn.LayerNorm(h, eps=1e-12)
+            self.layers = nn.ModuleList(Layer() for _ in range(2))
+
+        def forward(self, ids, tt, am):
+            pos = torch.arange(ids.shape[1]).unsqueeze(0)
+            x = self.ln(self.w(ids) + self.p(pos) + self.t(tt))
+            m = (1.0 - am[:, None, None, :].float()) * -10000.0
+            for layer in self.layers:
+                x = layer(x, m)
+            return x
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, vocab, (2, 7))
+    names = ["input_ids", "token_type_ids", "attention_mask"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Bert().eval(), (ids, ids % 2, torch.ones_like(ids)), str(path),
+                          input_names=names, output_names=["out"], opset_version=14,
+                          dynamic_axes={n: {0: "b", 1: "s"} for n in names}, dynamo=False)
+
+
+def test_optimized_tiny_bert(tmp_path):
+    import pyge
+    optimizer = pytest.importorskip("onnxruntime.transformers.optimizer")
+    path = tmp_path / "bert.onnx"
+    _tiny_bert(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = optimizer.optimize_model(str(path), model_type="bert", num_heads=4, hidden_size=32,
+                                     opt_level=0, use_gpu=False).model
+    ops = {n.op_type for n in m.graph.node if n.domain == MS}
+    assert {"EmbedLayerNormalization", "Attention", "SkipLayerNormalization",
+            "BiasGelu"} <= ops, ops
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    compiled = pyge.compile(load_onnx(m))
+    rng = np.random.default_rng(0)
+    for b, s in [(2, 7), (3, 5), (1, 9)]:
+        feeds = {"input_ids": rng.integers(0, 50, (b, s)),
+                 "token_type_ids": rng.integers(0, 2, (b, s)),
+                 "attention_mask": np.ones((b, s), np.int64)}
+        feeds["attention_mask"][0, s - 2:] = 0
+        exp = sess.run(None, feeds)[0]
+        got = np.asarray(compiled.run(dict(feeds))["out"])
+        np.testing.assert_allclose(got, exp, **TOL)
