@@ -414,3 +414,67 @@ def test_optimized_tiny_bert(tmp_path):
         exp = sess.run(None, feeds)[0]
         got = np.asarray(compiled.run(dict(feeds))["out"])
         np.testing.assert_allclose(got, exp, **TOL)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_group_query_attention(seed):
+    # a first prompt (no past) or decoding steps after an exact-length past; rotary,
+    # softcap, local windows and packed QKV on some seeds
+    rng = np.random.default_rng(900 + seed)
+    b, kv_heads, g = int(rng.integers(1, 4)), int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    heads, hs = kv_heads * g, 16 * int(rng.integers(1, 3))  # ORT (rotary): head_size % 16 == 0
+    prompt = seed % 2 == 0
+    # ORT: more than one new token after a past only with batch 1
+    s = int(rng.integers(1, 6)) if prompt else (int(rng.integers(1, 3)) if b == 1 else 1)
+    p = 0 if prompt else int(rng.integers(1, 5))
+    total = p + s
+    attrs = {"num_heads": heads, "kv_num_heads": kv_heads}
+    if seed % 3 == 1:
+        attrs["softcap"] = 2.0
+    if seed % 5 == 2:
+        attrs["local_window_size"] = 2
+    rotary = seed % 4 >= 2
+    if rotary:
+        attrs.update(do_rotary=1, rotary_interleaved=seed % 8 >= 4)
+    theta = rng.uniform(0, 6, (16, hs // 2))
+    q, k, v = f32(rng, b, s, heads * hs), f32(rng, b, s, kv_heads * hs), f32(rng, b, s, kv_heads * hs)
+    packed = seed % 7 == 3
+    inputs = {"q": np.concatenate([q, k, v], -1) if packed else q,
+              "k": None if packed else k, "v": None if packed else v,
+              "past_k": f32(rng, b, kv_heads, p, hs), "past_v": f32(rng, b, kv_heads, p, hs),
+              "seqlens": np.full(b, total - 1, np.int32),
+              "total": np.array(total, np.int32),
+              "cos": np.cos(theta).astype(np.float32) if rotary else None,
+              "sin": np.sin(theta).astype(np.float32) if rotary else None}
+    check("GroupQueryAttention", inputs, attrs, n_out=3)
+
+
+@pytest.mark.parametrize("decode", [False, True])
+def test_group_query_attention_ragged(decode):
+    # per-batch lengths: a right-padded first prompt (seqlens_k < S - 1), or one new token
+    # after pasts of different lengths in a longer buffer (the present is zero past them)
+    rng = np.random.default_rng(950 + decode)
+    b, kv, heads, hs = 3, 1, 2, 16
+    s, p = (1, 6) if decode else (5, 0)
+    seq = np.array([3, 5, 1] if decode else [4, 2, 3], np.int32)
+    inputs = {"q": f32(rng, b, s, heads * hs), "k": f32(rng, b, s, kv * hs),
+              "v": f32(rng, b, s, kv * hs),
+              "past_k": f32(rng, b, kv, p, hs) if decode else None,
+              "past_v": f32(rng, b, kv, p, hs) if decode else None,
+              "seqlens": seq, "total": np.array(6 if decode else s, np.int32)}
+    check("GroupQueryAttention", inputs, {"num_heads": heads, "kv_num_heads": kv}, n_out=3)
+
+
+@pytest.mark.parametrize("attrs,what", [
+    ({"num_heads": 3, "kv_num_heads": 2}, "kv_num_heads"),
+    ({"num_heads": 2, "kv_num_heads": 1, "smooth_softmax": 1}, "smooth_softmax"),
+])
+def test_group_query_attention_refusals(attrs, what):
+    rng = np.random.default_rng(0)
+    inputs = {"q": f32(rng, 1, 2, 32), "k": f32(rng, 1, 2, 16), "v": f32(rng, 1, 2, 16),
+              "past_k": None, "past_v": None, "seqlens": np.array([1], np.int32),
+              "total": np.array(2, np.int32)}
+    m = _model("GroupQueryAttention", inputs, attrs)
+    feeds = {n: a for n, a in inputs.items() if a is not None}
+    with pytest.raises(GraphError, match=rf"\(GroupQueryAttention\).*{what}"):
+        run_reference(load_onnx(m), feeds)

@@ -506,3 +506,103 @@ def ms_rotary_embedding(ctx):
             out = torch.cat([out, x[..., rot:]], -1)
         return [out.reshape(shape)]
     return fn
+
+
+def _rotate(x, pos, cos, sin, interleaved):
+    """x (b, n, s, h); pos (b, s) int64; caches (max_pos, rot / 2): rotary on the first rot
+    channels of each head."""
+    rot = cos.shape[1] * 2
+    c, sn = cos[pos].unsqueeze(1).to(x.dtype), sin[pos].unsqueeze(1).to(x.dtype)
+    xr = x[..., :rot]
+    if interleaved:
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+    else:
+        x1, x2 = xr[..., :rot // 2], xr[..., rot // 2:]
+    real, imag = c * x1 - sn * x2, sn * x1 + c * x2
+    out = torch.stack([real, imag], -1).flatten(-2) if interleaved else torch.cat([real, imag], -1)
+    return torch.cat([out, x[..., rot:]], -1) if rot < x.shape[-1] else out
+
+
+@register("GroupQueryAttention", domain=_MS)
+def group_query_attention(ctx):
+    """Causal grouped-query attention with onnxruntime's KV-cache convention: seqlens_k[b]
+    is the batch's total length - 1; a first prompt (sequence length == total_sequence_length)
+    has no past, otherwise the new keys go to positions seqlens_k[b] + 1 - S ... of the
+    present buffer (max(past buffer, total_sequence_length) long), after the batch's past.
+    Optional rotary (do_rotary with cos/sin caches), softcap, local_window_size."""
+    heads = int(ctx.attr("num_heads", 0))
+    kv_heads = int(ctx.attr("kv_num_heads", 0))
+    if heads <= 0 or kv_heads <= 0 or heads % kv_heads:
+        raise node_error(ctx, f"attributes num_heads={heads}, kv_num_heads={kv_heads}: expected "
+                              f"positive numbers, num_heads a multiple of kv_num_heads")
+    scale_attr = ctx.attr("scale")
+    softcap = float(ctx.attr("softcap", 0.0))
+    window = int(ctx.attr("local_window_size", -1))
+    rotary = _int_attr(ctx, "do_rotary", 0, (0, 1))
+    interleaved = _int_attr(ctx, "rotary_interleaved", 0, (0, 1))
+    if int(ctx.attr("smooth_softmax", 0)):
+        raise node_error(ctx, "attribute 'smooth_softmax'=1 is not supported")
+    if ctx.num_inputs > 12 and ctx.has_input(12):
+        raise node_error(ctx, "input 'head_sink' is not supported")
+    if ctx.has_input(9) or ctx.has_input(10):
+        raise node_error(ctx, "inputs 'position_ids' / 'attention_bias' are not supported")
+    n_out = ctx.num_outputs
+
+    def fn(xs):
+        q, k, v = xs[0], _opt(xs, 1), _opt(xs, 2)
+        past_k, past_v, seqlens, total = _opt(xs, 3), _opt(xs, 4), xs[5], xs[6]
+        cos, sin = _opt(xs, 7), _opt(xs, 8)
+        b, s, _ = q.shape
+        if k is None:  # packed QKV (b, s, (n + 2 kv_n) * h)
+            h = q.shape[2] // (heads + 2 * kv_heads)
+            q, k, v = torch.split(q, [heads * h, kv_heads * h, kv_heads * h], -1)
+        h = q.shape[2] // heads
+        qh = q.reshape(b, s, heads, h).transpose(1, 2)
+        kh = k.reshape(b, s, kv_heads, h).transpose(1, 2)
+        vh = v.reshape(b, s, kv_heads, h).transpose(1, 2)
+        total_len = int(total.reshape(-1)[0])
+        seq = seqlens.long().reshape(b)
+        first = s == total_len
+        past_b = torch.zeros_like(seq) if first else seq + 1 - s  # (b,)
+        total_b = seq + 1
+        pos = past_b[:, None] + torch.arange(s, device=q.device)[None]  # (b, s)
+        if rotary:
+            if cos is None or sin is None:
+                raise run_error(ctx, "do_rotary needs cos_cache and sin_cache")
+            rpos = pos.clamp(0, cos.shape[0] - 1)
+            qh = _rotate(qh, rpos, cos, sin, interleaved)
+            kh = _rotate(kh, rpos, cos, sin, interleaved)
+        p_buf = 0 if past_k is None else past_k.shape[2]
+        t = max(p_buf, total_len)
+        pk = torch.zeros(b, kv_heads, t, h, dtype=kh.dtype, device=q.device)
+        pv = torch.zeros_like(pk)
+        if p_buf and not first:
+            # each batch's own past only; the rest of the buffer is zeros (as onnxruntime)
+            keep = (torch.arange(p_buf, device=q.device)[None] < past_b[:, None])[:, None, :, None]
+            pk[:, :, :p_buf] = torch.where(keep, past_k.to(pk.dtype), 0.0)
+            pv[:, :, :p_buf] = torch.where(keep, past_v.to(pv.dtype), 0.0)
+        idx = pos.clamp(0, t - 1)[:, None, :, None].expand(b, kv_heads, s, h)
+        pk = pk.scatter(2, idx, kh)
+        pv = pv.scatter(2, idx, vh)
+        scale = float(scale_attr) if scale_attr else 1.0 / math.sqrt(h)
+        cdt = torch.float32 if q.dtype in _HALF else q.dtype
+        g = heads // kv_heads
+        qg = qh.to(cdt).reshape(b, kv_heads, g, s, h)
+        scores = torch.matmul(qg, pk.to(cdt)[:, :, None].transpose(-1, -2)) * scale
+        if softcap > 0:
+            scores = softcap * torch.tanh(scores / softcap)
+        j = torch.arange(t, device=q.device)[None, None, :]      # (1, 1, t)
+        qi = pos[:, :, None]                                      # (b, s, 1)
+        bad = (j > qi) | (j >= total_b[:, None, None])
+        if window > 0:
+            bad = bad | (j <= qi - window)
+        scores = scores.masked_fill(bad[:, None, None], float("-inf"))
+        p = torch.softmax(scores, -1).nan_to_num(0.0)
+        y = torch.matmul(p, pv.to(cdt)[:, :, None]).reshape(b, heads, s, h)
+        out = [_merge(y).to(q.dtype)]
+        if n_out > 1:
+            out.append(pk)
+        if n_out > 2:
+            out.append(pv)
+        return out
+    return fn
