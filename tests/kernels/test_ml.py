@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
@@ -29,18 +30,22 @@ def ml_model(op, feeds, outs, attrs, ml_opset=3):
                              ir_version=8)
 
 
-def run_both(model, feeds):
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    exp = sess.run(None, feeds)
+def run_both(model, feeds, ref="ort"):
+    if ref == "onnx":
+        exp = ReferenceEvaluator(model).run(None, feeds)
+    else:
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        exp = sess.run(None, feeds)
     g = load_onnx(model)
     got = run_reference(g, feeds)
     return [got[v.name] for v in g.outputs], exp
 
 
-def check(op, feeds, outs, attrs, ml_opset=3, atol=1e-5):
-    got, exp = run_both(ml_model(op, feeds, outs, attrs, ml_opset), feeds)
+def check(op, feeds, outs, attrs, ml_opset=3, atol=1e-5, ref="ort"):
+    got, exp = run_both(ml_model(op, feeds, outs, attrs, ml_opset), feeds, ref)
     for r, e in zip(got, exp):
         r, e = np.asarray(r), np.asarray(e)
         assert r.shape == e.shape, (r.shape, e.shape)
@@ -140,3 +145,185 @@ def test_refusals_name_node_and_attribute():
                  dict(coefficients=[1.0, 2.0], post_transform="SOFTMAX"))
     with pytest.raises(GraphError, match=r"post_transform='SOFTMAX'"):
         run_reference(load_onnx(m), {"x": np.zeros((2, 2), np.float32)})
+
+
+# ---------------------------------------------------------------------------------------
+# tree ensembles: random forests of random trees
+
+
+def random_forest(n_trees, n_feat, n_out, rng, modes=("BRANCH_LEQ",), leaf_outs=1,
+                  max_depth=4):
+    """ml opset 1/3 attribute lists; node ids shuffled-free but children after parents."""
+    a = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes",
+                         "nodes_values", "nodes_truenodeids", "nodes_falsenodeids",
+                         "nodes_missing_value_tracks_true")}
+    leaves = []
+    for t in range(n_trees):
+        nodes = [(0, 0)]  # (id, depth)
+        nid = 1
+        i = 0
+        while i < len(nodes):
+            node, d = nodes[i]
+            i += 1
+            a["nodes_treeids"].append(t)
+            a["nodes_nodeids"].append(node)
+            if d >= max_depth or (d > 0 and rng.random() < 0.25):
+                a["nodes_modes"].append("LEAF")
+                for k in ("nodes_featureids", "nodes_truenodeids", "nodes_falsenodeids",
+                          "nodes_missing_value_tracks_true"):
+                    a[k].append(0)
+                a["nodes_values"].append(0.0)
+                for c in rng.choice(n_out, size=leaf_outs, replace=False):
+                    leaves.append((t, node, int(c), float(rng.standard_normal())))
+                continue
+            a["nodes_modes"].append(str(rng.choice(modes)))
+            a["nodes_featureids"].append(int(rng.integers(n_feat)))
+            a["nodes_values"].append(float(np.round(rng.standard_normal(), 1)))
+            a["nodes_truenodeids"].append(nid)
+            a["nodes_falsenodeids"].append(nid + 1)
+            a["nodes_missing_value_tracks_true"].append(int(rng.integers(2)))
+            nodes += [(nid, d + 1), (nid + 1, d + 1)]
+            nid += 2
+    return a, leaves
+
+
+def _x(rng, n, f, nan=True):
+    x = np.round(rng.standard_normal((n, f)), 1).astype(np.float32)  # ties hit EQ / LEQ
+    if nan:
+        x[rng.random(x.shape) < 0.1] = np.nan
+    return x
+
+
+ALL_MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ")
+
+
+@pytest.mark.parametrize("agg", ["SUM", "AVERAGE", "MIN", "MAX"])
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX"])
+@pytest.mark.parametrize("n_targets", [1, 3])
+def test_tree_ensemble_regressor(agg, post, n_targets):
+    rng = np.random.default_rng(hash((agg, post, n_targets)) % 2**32)
+    # every leaf writes every target: onnxruntime leaves out the base value of a target no
+    # tree wrote (the spec and the onnx reference add it)
+    a, leaves = random_forest(5, 4, n_targets, rng, ALL_MODES, leaf_outs=n_targets)
+    a.update(target_treeids=[l[0] for l in leaves], target_nodeids=[l[1] for l in leaves],
+             target_ids=[l[2] for l in leaves], target_weights=[l[3] for l in leaves],
+             n_targets=n_targets, aggregate_function=agg, post_transform=post,
+             base_values=rng.standard_normal(n_targets).tolist())
+    x = _x(rng, 50, 4)
+    if n_targets == 1 and post != "NONE":
+        # onnxruntime ignores post_transform (but PROBIT) on a single target, the onnx
+        # reference refuses it; the spec applies it (SOFTMAX of one score: 1)
+        raw = check("TreeEnsembleRegressor", {"x": x}, [("y", F)], {**a, "post_transform": "NONE"})
+        got, _ = run_both(ml_model("TreeEnsembleRegressor", {"x": x}, [("y", F)], a), {"x": x})
+        exp = 1 / (1 + np.exp(-raw[0])) if post == "LOGISTIC" else np.ones_like(raw[0])
+        np.testing.assert_allclose(got[0], exp, rtol=1e-5)
+        return
+    check("TreeEnsembleRegressor", {"x": x}, [("y", F)], a)
+
+
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+@pytest.mark.parametrize("ncls,binary,strs", [(3, False, False), (3, False, True),
+                                              (2, False, False), (2, True, False),
+                                              (2, True, True)])
+def test_tree_ensemble_classifier(post, ncls, binary, strs):
+    rng = np.random.default_rng(hash((post, ncls, binary, strs)) % 2**32)
+    a, leaves = random_forest(4, 3, 1 if binary else ncls, rng, ALL_MODES)
+    a.update(class_treeids=[l[0] for l in leaves], class_nodeids=[l[1] for l in leaves],
+             class_ids=[l[2] for l in leaves], class_weights=[l[3] for l in leaves],
+             post_transform=post)
+    if binary:
+        a["base_values"] = [0.3]
+    else:
+        a["base_values"] = rng.standard_normal(ncls).tolist()
+    if strs:
+        a["classlabels_strings"] = [f"k{i}" for i in range(ncls)]
+    else:
+        a["classlabels_int64s"] = [3 * i + 1 for i in range(ncls)]
+    # two classes, both with weights: onnxruntime keeps class 1's score only (and negates it
+    # for class 0); the spec and the onnx reference score each class
+    ref = "onnx" if ncls == 2 and not binary else "ort"
+    check("TreeEnsembleClassifier", {"x": _x(rng, 60, 3, nan=ref == "ort")},
+          [("y", S if strs else I), ("z", F)], a, ref=ref)
+
+
+def test_tree_ensemble_classifier_binary_positive_weights():
+    rng = np.random.default_rng(5)
+    a, leaves = random_forest(3, 3, 1, rng)
+    a.update(class_treeids=[l[0] for l in leaves], class_nodeids=[l[1] for l in leaves],
+             class_ids=[0] * len(leaves), class_weights=[abs(l[3]) / 3 for l in leaves],
+             classlabels_int64s=[0, 1])
+    check("TreeEnsembleClassifier", {"x": _x(rng, 60, 3)}, [("y", I), ("z", F)], a)
+
+
+def test_tree_ensemble_double_thresholds():
+    rng = np.random.default_rng(6)
+    a, leaves = random_forest(3, 3, 2, rng, ALL_MODES)
+    vals = np.asarray(a.pop("nodes_values")) + 1e-9   # not float32-representable
+    a["nodes_values_as_tensor"] = numpy_helper.from_array(vals)
+    a.update(target_treeids=[l[0] for l in leaves], target_nodeids=[l[1] for l in leaves],
+             target_ids=[l[2] for l in leaves], target_weights=[l[3] for l in leaves],
+             n_targets=2)
+    x = _x(rng, 40, 3).astype(np.float64)
+    check("TreeEnsembleRegressor", {"x": x}, [("y", F)], a)
+
+
+def to_v5(a, leaves, n_targets, rng, members=False, dtype=np.float32):
+    """ml opset 1/3 forest (one weight per leaf) -> TreeEnsemble (ml opset 5) attributes."""
+    code = {m: i for i, m in enumerate(ALL_MODES)}
+    key = list(zip(a["nodes_treeids"], a["nodes_nodeids"]))
+    is_leaf = {k: m == "LEAF" for k, m in zip(key, a["nodes_modes"])}
+    inner = [k for k in key if not is_leaf[k]]
+    leaf_list = [k for k in key if is_leaf[k]]
+    ni = {k: i for i, k in enumerate(inner)}
+    li = {k: i for i, k in enumerate(leaf_list)}
+    pos = {k: i for i, k in enumerate(key)}
+    w = {(t, n): (c, v) for t, n, c, v in leaves}
+    modes, mv = [], []
+    for k in inner:
+        m = code[a["nodes_modes"][pos[k]]]
+        if members and rng.random() < 0.3:
+            m = 6
+            mv += sorted(set(rng.integers(0, 4, 3).astype(float).tolist())) + [np.nan]  # ORT: small non-negative ints only
+        modes.append(m)
+    out = dict(
+        nodes_featureids=[a["nodes_featureids"][pos[k]] for k in inner],
+        nodes_splits=numpy_helper.from_array(
+            np.array([a["nodes_values"][pos[k]] for k in inner], dtype)),
+        nodes_modes=numpy_helper.from_array(np.array(modes, np.uint8)),
+        nodes_truenodeids=[], nodes_falsenodeids=[], nodes_trueleafs=[], nodes_falseleafs=[],
+        nodes_missing_value_tracks_true=[a["nodes_missing_value_tracks_true"][pos[k]]
+                                         for k in inner],
+        leaf_targetids=[w[k][0] for k in leaf_list],
+        leaf_weights=numpy_helper.from_array(np.array([w[k][1] for k in leaf_list], dtype)),
+        tree_roots=[ni[(t, 0)] for t in sorted(set(a["nodes_treeids"]))], n_targets=n_targets)
+    for k in inner:
+        for side in ("true", "false"):
+            child = (k[0], a[f"nodes_{side}nodeids"][pos[k]])
+            leaf = is_leaf[child]
+            out[f"nodes_{side}nodeids"].append(li[child] if leaf else ni[child])
+            out[f"nodes_{side}leafs"].append(int(leaf))
+    if mv:
+        out["membership_values"] = numpy_helper.from_array(np.array(mv, dtype))
+    return out
+
+
+@pytest.mark.parametrize("agg", [0, 1, 2, 3])
+@pytest.mark.parametrize("post", [0, 1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tree_ensemble_v5(agg, post, dtype):
+    rng = np.random.default_rng(agg * 10 + post + (dtype == np.float64))
+    a, leaves = random_forest(5, 4, 3, rng, ALL_MODES)
+    v5 = to_v5(a, leaves, 3, rng, members=True, dtype=dtype)
+    v5.update(aggregate_function=agg)
+    x = _x(rng, 50, 4).astype(dtype)
+    x[:, :2] = np.abs(np.round(x[:, :2] * 2))  # small integers: some hit the sets
+    out = [("y", _NP2ONNX[np.dtype(dtype)])]
+    raw = check("TreeEnsemble", {"x": x}, out, v5, ml_opset=5)
+    assert raw[0].dtype == dtype
+    # post_transform: onnxruntime reads 1 as LOGISTIC, 2 as SOFTMAX; the spec (and the onnx
+    # reference's enum) says 1 SOFTMAX, 2 LOGISTIC
+    got, _ = run_both(ml_model("TreeEnsemble", {"x": x}, out, {**v5, "post_transform": post}, 5),
+                      {"x": x}, ref="onnx")
+    r = raw[0].astype(np.float64)
+    exp = {0: r, 1: np.exp(r) / np.exp(r).sum(1, keepdims=True), 2: 1 / (1 + np.exp(-r))}[post]
+    np.testing.assert_allclose(got[0], exp, rtol=1e-5, atol=1e-7)
