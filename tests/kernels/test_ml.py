@@ -327,3 +327,25 @@ def test_tree_ensemble_v5(agg, post, dtype):
     r = raw[0].astype(np.float64)
     exp = {0: r, 1: np.exp(r) / np.exp(r).sum(1, keepdims=True), 2: 1 / (1 + np.exp(-r))}[post]
     np.testing.assert_allclose(got[0], exp, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("kernel", ["LINEAR", "POLY", "RBF", "SIGMOID"])
+@pytest.mark.parametrize("one_class", [0, 1])
+def test_svm_regressor(kernel, one_class):
+    rng = np.random.default_rng(len(kernel) + one_class)
+    x = rng.standard_normal((20, 4)).astype(np.float32)
+    attrs = dict(coefficients=rng.standard_normal(5).tolist(), n_supports=5,
+                 support_vectors=rng.standard_normal(20).tolist(), rho=[0.3],
+                 kernel_type=kernel, kernel_params=[0.4, 0.2, 3.0], one_class=one_class)
+    check("SVMRegressor", {"x": x}, [("y", F)], attrs, atol=1e-4)
+    lin = dict(coefficients=rng.standard_normal(4).tolist(), n_supports=0, rho=[0.3],
+               kernel_params=[0.4, 0.2, 3.0])  # (onnxruntime requires them)
+    check("SVMRegressor", {"x": x}, [("y", F)], lin, atol=1e-4)
+
+
+def test_category_mapper():
+    attrs = dict(cats_int64s=[1, 2, 3], cats_strings=["a", "b", "c"], default_int64=-7,
+                 default_string="??")
+    check("CategoryMapper", {"x": np.array([["a", "q"], ["c", "b"]], object)}, [("y", I)],
+          attrs)
+    check("CategoryMapper", {"x": np.array([1, 9, 3], np.int64)}, [("y", S)], attrs)

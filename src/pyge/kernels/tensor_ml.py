@@ -798,3 +798,106 @@ def tree_ensemble(ctx):
         s = forest.scores(x, agg)
         return [_apply_post(s, pt).to(x.dtype if x.dtype.is_floating_point else torch.float32)]
     return fn
+
+
+# ---------------------------------------------------------------------------------------
+# Support vector machines
+
+
+_KERNELS = ("LINEAR", "POLY", "RBF", "SIGMOID")
+
+
+class _SvmKernel:
+    def __init__(self, ctx):
+        self.kind = _s(ctx.attr("kernel_type", "LINEAR")) or "LINEAR"
+        if self.kind not in _KERNELS:
+            raise node_error(ctx, f"attribute kernel_type={self.kind!r} is not one of "
+                                  f"{', '.join(_KERNELS)}")
+        kp = [float(v) for v in (ctx.attr("kernel_params") or [])]
+        self.gamma, self.coef0, self.degree = (kp + [0.0, 0.0, 0.0])[:3] if kp else (0.0, 0.0,
+                                                                                      0.0)
+        self.degree = int(self.degree)
+
+    def __call__(self, x: torch.Tensor, sv: torch.Tensor, kind: str | None = None):
+        """[N, F] x [V, F] -> [N, V]."""
+        k = kind or self.kind
+        if k == "RBF":
+            d = (x.square().sum(1, keepdim=True) - 2 * x @ sv.T + sv.square().sum(1)).clamp_(
+                min=0)
+            return torch.exp(-self.gamma * d)
+        dot = x @ sv.T
+        if k == "LINEAR":
+            return dot
+        s = dot * self.gamma + self.coef0
+        return s ** self.degree if k == "POLY" else torch.tanh(s)
+
+
+def _svm_float(ctx, name):
+    return np.asarray(ctx.attr(name) or [], np.float64)
+
+
+@register("SVMRegressor", since=1, domain=ML)
+def svm_regressor(ctx):
+    kern = _SvmKernel(ctx)
+    n_sup = int(ctx.attr("n_supports", 0))
+    one_class = int(ctx.attr("one_class", 0))
+    pt = _post_transform(ctx, ("NONE", "PROBIT"))
+    coef, rho = _svm_float(ctx, "coefficients"), _svm_float(ctx, "rho")
+    sv = _svm_float(ctx, "support_vectors")
+    if rho.size < 1:
+        raise node_error(ctx, "attribute rho is required")
+    if n_sup > 0:
+        if coef.size != n_sup or sv.size % n_sup:
+            raise node_error(ctx, f"n_supports={n_sup}: coefficients has {coef.size} values, "
+                                  f"support_vectors {sv.size}")
+        sv = sv.reshape(n_sup, -1)
+    cache: dict = {}
+
+    def fn(xs):
+        x = _as_2d(xs[0])
+        ft = _ftype(x)
+        key = (x.device, ft)
+        if key not in cache:
+            cache[key] = (torch.from_numpy(coef).to(x.device, ft),
+                          torch.from_numpy(sv).to(x.device, ft) if n_sup > 0 else None)
+        c, s = cache[key]
+        xf = x.to(ft)
+        if n_sup > 0:
+            if xf.shape[1] != s.shape[1]:
+                raise run_error(ctx, f"input has {xf.shape[1]} features, the support vectors "
+                                     f"{s.shape[1]}")
+            y = kern(xf, s) @ c + float(rho[0])
+        else:   # linear: coefficients are the weights
+            if xf.shape[1] != c.numel():
+                raise run_error(ctx, f"input has {xf.shape[1]} features, coefficients "
+                                     f"{c.numel()}")
+            y = xf @ c + float(rho[0])
+        y = y.unsqueeze(1)
+        if one_class:
+            y = torch.where(y > 0, 1.0, -1.0).to(ft)
+        if pt == "PROBIT":
+            y = _apply_post(y, pt)
+        return [y.to(torch.float32)]
+    return fn
+
+
+# ---------------------------------------------------------------------------------------
+
+
+@register("CategoryMapper", since=1, domain=ML)
+def category_mapper(ctx):
+    ci = [int(v) for v in (ctx.attr("cats_int64s") or [])]
+    cs = [_s(v) for v in (ctx.attr("cats_strings") or [])]
+    if len(ci) != len(cs) or not ci:
+        raise node_error(ctx, f"attributes cats_int64s ({len(ci)}) and cats_strings "
+                              f"({len(cs)}) must be non-empty and of equal length")
+    d_int = int(ctx.attr("default_int64", -1))
+    d_str = _s(ctx.attr("default_string", "_Unused"))
+    s2i, i2s = dict(zip(cs, ci)), dict(zip(ci, cs))
+
+    def fn(xs):
+        x = xs[0]
+        if isinstance(x, np.ndarray):
+            return [torch.from_numpy(_host_lookup(s2i, d_int, x, np.int64))]
+        return [_host_lookup(i2s, d_str, np_of(x), object)]
+    return fn
