@@ -349,3 +349,41 @@ def test_category_mapper():
     check("CategoryMapper", {"x": np.array([["a", "q"], ["c", "b"]], object)}, [("y", I)],
           attrs)
     check("CategoryMapper", {"x": np.array([1, 9, 3], np.int64)}, [("y", S)], attrs)
+
+
+def svc_attrs(rng, k, vpc, n_feat, proba, kernel="RBF", strs=False):
+    nv = sum(vpc)
+    npair = k * (k - 1) // 2
+    a = dict(vectors_per_class=vpc, support_vectors=rng.standard_normal(nv * n_feat).tolist(),
+             coefficients=rng.standard_normal((k - 1) * nv).tolist(),
+             rho=rng.standard_normal(npair).tolist(), kernel_type=kernel,
+             kernel_params=[0.3, 0.1, 2.0])
+    if proba:
+        a.update(prob_a=(-1 - rng.random(npair)).tolist(), prob_b=rng.standard_normal(npair).tolist())
+    if strs:
+        a["classlabels_strings"] = [f"s{i}" for i in range(k)]
+    else:
+        a["classlabels_ints"] = [5 * i for i in range(k)]
+    return a
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+@pytest.mark.parametrize("proba", [False, True])
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC"])
+def test_svm_classifier(k, proba, post):
+    rng = np.random.default_rng(k * 4 + proba * 2 + (post == "NONE"))
+    a = svc_attrs(rng, k, [3, 2, 4, 1][:k], 3, proba, strs=k == 3)
+    a["post_transform"] = post
+    x = rng.standard_normal((30, 3)).astype(np.float32)
+    check("SVMClassifier", {"x": x}, [("y", S if k == 3 else I), ("z", F)], a, atol=1e-4)
+
+
+@pytest.mark.parametrize("kernel", ["LINEAR", "POLY", "SIGMOID"])
+def test_svm_classifier_kernels_and_linear_mode(kernel):
+    rng = np.random.default_rng(len(kernel))
+    x = rng.standard_normal((30, 3)).astype(np.float32)
+    check("SVMClassifier", {"x": x}, [("y", I), ("z", F)],
+          svc_attrs(rng, 3, [2, 2, 3], 3, False, kernel), atol=1e-4)
+    lin = dict(coefficients=rng.standard_normal(9).tolist(), rho=[0.2],
+               classlabels_ints=[1, 2, 3], kernel_params=[0.3, 0.1, 2.0])
+    check("SVMClassifier", {"x": x}, [("y", I), ("z", F)], lin, atol=1e-4)

@@ -901,3 +901,146 @@ def category_mapper(ctx):
             return [torch.from_numpy(_host_lookup(s2i, d_int, x, np.int64))]
         return [_host_lookup(i2s, d_str, np_of(x), object)]
     return fn
+
+
+def _multiclass_probability(r: torch.Tensor, k: int) -> torch.Tensor:
+    """libsvm's pairwise coupling (Wu, Lin, Weng 2004, method 2), batched: r [N, k, k] with
+    r[i, j] = P(class i | i or j) -> [N, k]; each sample stops when its error < 0.005 / k."""
+    n = r.shape[0]
+    eye = torch.eye(k, dtype=torch.bool, device=r.device)
+    r2 = r.square()
+    q = -(r.transpose(1, 2) * r)                      # q[t, j] = -r[j, t] r[t, j]
+    diag = (r2.sum(1) - r2.diagonal(dim1=1, dim2=2))  # sum_{j != t} r[j, t]^2
+    q = torch.where(eye, torch.diag_embed(diag), q)
+    p = torch.full((n, k), 1.0 / k, dtype=r.dtype, device=r.device)
+    eps = 0.005 / k
+    qtt = diag
+    for _ in range(max(100, k)):
+        qp = (q @ p.unsqueeze(-1)).squeeze(-1)
+        pqp = (p * qp).sum(1)
+        active = (qp - pqp.unsqueeze(1)).abs().amax(1) >= eps
+        if not bool(active.any()):
+            break
+        a = active.to(r.dtype)
+        for t in range(k):
+            diff = (-qp[:, t] + pqp) / qtt[:, t] * a
+            p = p.clone()
+            p[:, t] = p[:, t] + diff
+            pqp = (pqp + diff * (diff * qtt[:, t] + 2 * qp[:, t])) / (1 + diff) ** 2
+            p = p / (1 + diff).unsqueeze(1)
+            qp = (qp + diff.unsqueeze(1) * q[:, t, :]) / (1 + diff).unsqueeze(1)
+    return p
+
+
+@register("SVMClassifier", since=1, domain=ML)
+def svm_classifier(ctx):
+    """libsvm's one-vs-one SVC (vectors_per_class given: pairwise decision values, votes,
+    optional Platt probabilities coupled pairwise) or liblinear (no support vectors: one
+    score per class), the onnx reference's / onnxruntime's label and score rules."""
+    kern = _SvmKernel(ctx)
+    labels, is_str = _labels(ctx, "classlabels_ints", "classlabels_strings")
+    k = max(len(labels), 1)
+    pt = _post_transform(ctx)
+    coef, rho = _svm_float(ctx, "coefficients"), _svm_float(ctx, "rho")
+    pa, pb = _svm_float(ctx, "prob_a"), _svm_float(ctx, "prob_b")
+    vpc = [int(v) for v in (ctx.attr("vectors_per_class") or [])]
+    nv = sum(vpc)
+    all_pos = bool(coef.size and coef.min() >= 0)
+    if rho.size < 1:
+        raise node_error(ctx, "attribute rho is required")
+    if nv > 0:
+        if len(vpc) != k:
+            raise node_error(ctx, f"attribute vectors_per_class has {len(vpc)} values for "
+                                  f"{k} classes")
+        npair = k * (k - 1) // 2
+        sv = _svm_float(ctx, "support_vectors")
+        if sv.size % nv or coef.size != (k - 1) * nv or rho.size < npair:
+            raise node_error(ctx, f"{nv} support vectors, {k} classes: support_vectors "
+                                  f"({sv.size}), coefficients ({coef.size}, need {(k - 1) * nv})"
+                                  f" or rho ({rho.size}, need {npair}) do not fit")
+        sv = sv.reshape(nv, -1)
+        cf = coef.reshape(k - 1, nv)
+        start = np.concatenate([[0], np.cumsum(vpc)[:-1]]).astype(int)
+        amat = np.zeros((nv, npair))
+        pi = np.zeros((npair, k))
+        pj = np.zeros((npair, k))
+        e = 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                si, sj = start[i], start[j]
+                amat[si:si + vpc[i], e] = cf[j - 1, si:si + vpc[i]]
+                amat[sj:sj + vpc[j], e] = cf[i, sj:sj + vpc[j]]
+                pi[e, i] = pj[e, j] = 1
+                e += 1
+        has_proba = pa.size > 0
+        if has_proba and (pa.size != npair or pb.size != npair):
+            raise node_error(ctx, f"attributes prob_a/prob_b need {npair} values each")
+        consts = dict(sv=sv, a=amat, rho=rho[:npair], pi=pi, pj=pj, pa=pa, pb=pb)
+    else:
+        has_proba = False
+        if coef.size % k:
+            raise node_error(ctx, f"attribute coefficients ({coef.size}) is not a multiple of "
+                                  f"{k} classes")
+        consts = dict(w=coef.reshape(k, -1).T.copy())
+    cache: dict = {}
+    iu = np.triu_indices(k, 1)
+
+    def fn(xs):
+        x = _as_2d(xs[0])
+        ft = _ftype(x)
+        key = (x.device, ft)
+        if key not in cache:
+            cache[key] = {n: torch.from_numpy(np.ascontiguousarray(v)).to(x.device, ft)
+                          for n, v in consts.items()}
+        c = cache[key]
+        xf = x.to(ft)
+        n = xf.shape[0]
+        votes = None
+        if nv > 0:
+            if xf.shape[1] != c["sv"].shape[1]:
+                raise run_error(ctx, f"input has {xf.shape[1]} features, the support vectors "
+                                     f"{c['sv'].shape[1]}")
+            res = kern(xf, c["sv"]) @ c["a"] + c["rho"]            # [N, pairs]
+            pos = (res > 0).to(ft)
+            votes = pos @ c["pi"] + (1 - pos) @ c["pj"]
+            if has_proba:
+                v1 = 1 - torch.sigmoid(res * c["pa"] + c["pb"])
+                v1 = v1.clamp(1e-7, 1 - 1e-7)
+                r = torch.zeros(n, k, k, dtype=ft, device=x.device)
+                r[:, iu[0], iu[1]] = v1
+                r[:, iu[1], iu[0]] = 1 - v1
+                scores = _multiclass_probability(r, k)
+            else:
+                scores = res
+        else:
+            if xf.shape[1] != c["w"].shape[0]:
+                raise run_error(ctx, f"input has {xf.shape[1]} features, coefficients "
+                                     f"{c['w'].shape[0]} per class")
+            scores = xf @ c["w"] + float(rho[0])
+        src = votes if votes is not None else scores
+        best = src.argmax(1)
+        maxw = src.gather(1, best.unsqueeze(1)).squeeze(1)
+        add2 = False
+        if rho.size == 1:
+            if len(labels) == 2:
+                add2 = True
+                if not has_proba and all_pos:
+                    best = torch.where(maxw >= 0.5, 1, best)
+            elif len(labels) < 2:
+                best = (maxw > 0).to(torch.int64)
+        if scores.shape[1] >= 2:
+            z = _apply_post(scores, pt)
+        elif pt == "PROBIT":
+            z = _apply_post(scores, pt)
+        elif add2:
+            s = scores[:, 0]
+            z = torch.stack([-s, s], 1)
+            z = torch.sigmoid(z) if pt == "LOGISTIC" else _apply_post(z, pt)
+        else:
+            z = scores
+        if len(labels) < 2:
+            lab = best if not is_str else labels[np_of(best).clip(0, len(labels) - 1)]
+        else:
+            lab = _pick_labels(labels, is_str, best)
+        return [lab, z.to(torch.float32)]
+    return fn
