@@ -387,3 +387,73 @@ def test_svm_classifier_kernels_and_linear_mode(kernel):
     lin = dict(coefficients=rng.standard_normal(9).tolist(), rho=[0.2],
                classlabels_ints=[1, 2, 3], kernel_params=[0.3, 0.1, 2.0])
     check("SVMClassifier", {"x": x}, [("y", I), ("z", F)], lin, atol=1e-4)
+
+
+def test_pipeline_through_compile_matches_onnxruntime():
+    """Scaler -> TreeEnsembleClassifier (string labels) -> LabelEncoder, beside a default
+    domain op, through pyge.compile (all passes), the way sklearn-onnx models import both
+    domains."""
+    import pyge
+    rng = np.random.default_rng(11)
+    # every leaf scores every class (as sklearn's forests do): onnxruntime picks the label
+    # among the classes some leaf scored only; the spec (and pyge) among all
+    a, leaves = random_forest(10, 4, 3, rng, ALL_MODES, leaf_outs=3)
+    a.update(class_treeids=[l[0] for l in leaves], class_nodeids=[l[1] for l in leaves],
+             class_ids=[l[2] for l in leaves], class_weights=[l[3] for l in leaves],
+             classlabels_strings=["a", "b", "c"], post_transform="SOFTMAX")
+    nodes = [helper.make_node("Scaler", ["x"], ["xs"], domain="ai.onnx.ml",
+                              offset=[0.1, 0.2, 0.3, 0.4], scale=[2.0, 1.0, 0.5, 1.0]),
+             helper.make_node("TreeEnsembleClassifier", ["xs"], ["lab", "prob"],
+                              domain="ai.onnx.ml", **a),
+             helper.make_node("LabelEncoder", ["lab"], ["code"], domain="ai.onnx.ml",
+                              keys_strings=["a", "b", "c"], values_int64s=[7, 8, 9]),
+             helper.make_node("ArgMax", ["prob"], ["am"], axis=1, keepdims=0)]
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(nodes, "g", [vi("x", F, ["N", 4])],
+                          [vi("lab", S, ["N"]), vi("prob", F, ["N", 3]), vi("code", I, ["N"]),
+                           vi("am", I, ["N"])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("ai.onnx.ml", 2)], ir_version=8)
+    x = _x(rng, 64, 4)
+    got = pyge.compile(pyge.load_onnx(m), "cpu").run({"x": x})
+    exp = ort.InferenceSession(m.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for name, e in zip(["lab", "prob", "code", "am"], exp):
+        if e.dtype.kind == "f":
+            np.testing.assert_allclose(got[name], e, rtol=1e-5, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(got[name], e)
+
+
+def test_map_ops_are_refused_as_unsupported():
+    from pyge.errors import UnsupportedOperatorError
+    mp = helper.make_sequence_type_proto(helper.make_map_type_proto(
+        I, helper.make_tensor_type_proto(F, [])))
+    n1 = helper.make_node("LinearClassifier", ["x"], ["lab", "prob"], domain="ai.onnx.ml",
+                          coefficients=[1.0, 2.0, 3.0, 4.0], classlabels_ints=[0, 1])
+    n2 = helper.make_node("ZipMap", ["prob"], ["zm"], domain="ai.onnx.ml",
+                          classlabels_int64s=[0, 1])
+    g = helper.make_graph([n1, n2], "g", [helper.make_tensor_value_info("x", F, [None, 2])],
+                          [helper.make_tensor_value_info("lab", I, [None]),
+                           helper.make_value_info("zm", mp)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("ai.onnx.ml", 1)])
+    with pytest.raises(UnsupportedOperatorError, match="ai.onnx.ml.ZipMap"):
+        run_reference(load_onnx(m), {"x": np.zeros((2, 2), np.float32)})
+
+
+def test_tree_refusals_name_node_and_attribute():
+    rng = np.random.default_rng(0)
+    a, leaves = random_forest(2, 3, 1, rng)
+    a["nodes_modes"] = ["BRANCH_XX" if m != "LEAF" else m for m in a["nodes_modes"]]
+    a.update(target_treeids=[l[0] for l in leaves], target_nodeids=[l[1] for l in leaves],
+             target_ids=[l[2] for l in leaves], target_weights=[l[3] for l in leaves])
+    x = np.zeros((2, 3), np.float32)
+    m = ml_model("TreeEnsembleRegressor", {"x": x}, [("y", F)], a)
+    with pytest.raises(GraphError, match=r"TreeEnsembleRegressor.*nodes_modes.*BRANCH_XX"):
+        run_reference(load_onnx(m), {"x": x})
+    a["nodes_modes"] = ["BRANCH_LEQ" if m != "LEAF" else m for m in a["nodes_modes"]]
+    m = ml_model("TreeEnsembleRegressor", {"x": x}, [("y", F)],
+                 {**a, "aggregate_function": "MEDIAN"})
+    with pytest.raises(GraphError, match=r"aggregate_function='MEDIAN'"):
+        run_reference(load_onnx(m), {"x": x})

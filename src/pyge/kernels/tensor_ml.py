@@ -304,7 +304,7 @@ def label_encoder(ctx):
         def fn1(xs):
             x = xs[0]
             if isinstance(x, np.ndarray):
-                return [torch.from_numpy(_host_lookup(to_idx, d_int, x, np.int64))]
+                return [torch.from_numpy(_host_lookup(to_idx, d_int, x, np.int64)).to(ctx.device)]
             xi = np_of(x).astype(np.int64)
             out = np.array([classes[v] if 0 <= v < len(classes) else d_str
                             for v in xi.reshape(-1).tolist()], dtype=object)
@@ -378,7 +378,7 @@ def label_encoder(ctx):
             if str_out:
                 return [out]
             return [torch.from_numpy(out).to(x.device if isinstance(x, torch.Tensor)
-                                             else "cpu")]
+                                             else ctx.device)]
         return fn_host
 
     # numeric -> numeric, on the device
@@ -435,7 +435,7 @@ def one_hot_encoder(ctx):
             if not isinstance(x, np.ndarray):
                 raise run_error(ctx, "cats_strings needs a string input")
             idx = torch.from_numpy(_host_lookup(cats_s, -1, x, np.int64))
-            dev = "cpu"
+            dev = ctx.device
         else:
             if isinstance(x, np.ndarray):
                 raise run_error(ctx, "cats_int64s needs a numeric input")
@@ -898,7 +898,7 @@ def category_mapper(ctx):
     def fn(xs):
         x = xs[0]
         if isinstance(x, np.ndarray):
-            return [torch.from_numpy(_host_lookup(s2i, d_int, x, np.int64))]
+            return [torch.from_numpy(_host_lookup(s2i, d_int, x, np.int64)).to(ctx.device)]
         return [_host_lookup(i2s, d_str, np_of(x), object)]
     return fn
 
