@@ -40,7 +40,7 @@ HOST_OPS = frozenset({
     "If", "Loop", "Scan", "NonZero", "Unique", "Compress", "NonMaxSuppression",
     # kernels that read device values on the host (sizes, index ranges, rois, targets)
     "RoiAlign", "MaxRoiPool", "MaxUnpool", "NegativeLogLikelihoodLoss",
-    "SoftmaxCrossEntropyLoss", "TfIdfVectorizer", "GroupQueryAttention",
+    "SoftmaxCrossEntropyLoss", "TfIdfVectorizer", "GroupQueryAttention", "SVMClassifier",
     # random draws: a replay would repeat the captured ones
     "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli",
     "Multinomial",
