@@ -119,3 +119,43 @@ def relative_errors(got: dict, want: dict) -> dict[str, float]:
         a, b = host(got[name]), host(w)
         out[name] = float(np.abs(a - b).max() / max(float(np.abs(b).max()), 1e-12)) if b.size else 0.0
     return out
+
+
+def one_node_model(op: str, inputs: dict, attrs: dict | None = None, *, opset: int = 17,
+                   n_out: int = 1, outputs=None, consts=(), domain: str = "",
+                   domain_opset: int = 1, name: str | None = None, ir_version: int = 8,
+                   trim: bool = False) -> onnx.ModelProto:
+    """A model of one `op` node, for testing a kernel on its own.
+
+    `inputs` maps the node's input names, in order, to arrays; None is an absent optional
+    input (named "" in the node; with `trim`, trailing absent inputs are left off instead).
+    Names in `consts` become initializers, the others typed graph inputs. The outputs are
+    y0 .. y{n_out-1}, or the names in `outputs` ("" for an absent output, kept off the graph
+    outputs); their types are left to shape inference. The model imports `opset` of the
+    default domain, and `domain_opset` of `domain` when that is set; `name` names the node
+    (what error messages quote) and `ir_version` is set as given (onnxruntime refuses
+    versions newer than it knows).
+    """
+    from onnx import helper, numpy_helper
+    names = [n if a is not None else "" for n, a in inputs.items()]
+    while trim and names and not names[-1]:
+        names.pop()
+    outs = list(outputs) if outputs is not None else [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op, names, outs, name=name, domain=domain, **(attrs or {}))
+    g_in, inits = [], []
+    for n, a in inputs.items():
+        if a is None:
+            continue
+        a = np.asarray(a)
+        if n in consts:
+            inits.append(numpy_helper.from_array(a, n))
+        else:
+            g_in.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                                      a.shape))
+    g_out = [onnx.ValueInfoProto(name=o) for o in outs if o]
+    graph = helper.make_graph([node], "t", g_in, g_out, inits)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, domain_opset)]
+                                                 if domain else [])
+    m = helper.make_model(graph, opset_imports=opsets)
+    m.ir_version = ir_version
+    return m

@@ -4,26 +4,19 @@ output; plus the refusals."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import GraphError, PygeError
 from pyge.frontends import load_onnx
 from pyge.kernels.runtime import run_reference
+from pyge.testing import one_node_model
 
 RNG = np.random.default_rng(11)
 
 
 def _model(op, inputs, attrs, n_out, opset=13):
-    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-           for n, a in inputs.items()]
-    node = helper.make_node(op, list(inputs), [f"y{i}" for i in range(n_out)], **attrs)
-    g = helper.make_graph([node], "t", ins, [onnx.ValueInfoProto(name=f"y{i}") for i in range(n_out)])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
+    return one_node_model(op, inputs, attrs, opset=opset, n_out=n_out)
 
 
 def _run(m, feeds):

@@ -10,19 +10,13 @@ from onnx import TensorProto, helper
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
 from pyge.kernels.runtime import run_reference
+from pyge.testing import one_node_model
 
 RNG = np.random.default_rng(3)
 
 
 def _model(op, inputs, attrs, opset, n_out=1):
-    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-           for n, a in inputs.items()]
-    node = helper.make_node(op, list(inputs), [f"y{i}" for i in range(n_out)], **attrs)
-    g = helper.make_graph([node], "t", ins,
-                          [onnx.ValueInfoProto(name=f"y{i}") for i in range(n_out)])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 10
-    return m
+    return one_node_model(op, inputs, attrs, opset=opset, n_out=n_out, ir_version=10)
 
 
 def _run(m, feeds):

@@ -6,37 +6,20 @@ compile-time refusals."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 import torch
 import torch.nn.functional as F
-from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
 from pyge.kernels.runtime import run_reference
-
-_NP2ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
-            np.dtype(np.float64): TensorProto.DOUBLE, np.dtype(np.int64): TensorProto.INT64,
-            np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL,
-            np.dtype(object): TensorProto.STRING}
+from pyge.testing import one_node_model
 
 
 def _model(op, feeds, attrs, opset, n_out=1, consts=()):
-    """A one-node model; feeds maps input names to arrays (None: the input is absent)."""
-    names = [k if v is not None else "" for k, v in feeds.items()]
-    while names and names[-1] == "":
-        names.pop()
-    node = helper.make_node(op, names, [f"y{i}" for i in range(n_out)], name="n0", **attrs)
-    g_in = [helper.make_tensor_value_info(k, _NP2ONNX[v.dtype], v.shape)
-            for k, v in feeds.items() if v is not None and k not in consts]
-    inits = [numpy_helper.from_array(v, k) for k, v in feeds.items() if k in consts]
-    outs = [onnx.ValueInfoProto(name=f"y{i}") for i in range(n_out)]  # types inferred
-    m = helper.make_model(helper.make_graph([node], "t", g_in, outs, inits),
-                          opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 10
-    return m
+    return one_node_model(op, feeds, attrs, opset=opset, n_out=n_out, consts=consts, trim=True,
+                          name="n0", ir_version=10)
 
 
 def _run(m, feeds, consts=()):

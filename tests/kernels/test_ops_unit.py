@@ -23,6 +23,7 @@ from onnx.reference import ReferenceEvaluator
 from pyge.frontends import load_onnx
 from pyge.kernels import registry
 from pyge.kernels.runtime import run_reference
+from pyge.testing import one_node_model
 
 RTOL, ATOL = 1e-3, 1e-7
 CONV_ATOL = 1e-5
@@ -30,27 +31,7 @@ RNG = np.random.default_rng(0)
 
 
 def _model(op, inputs, attrs=None, opset=17, n_out=1, consts=(), domain=""):
-    """A one-node model. `inputs` maps names to arrays (None = absent optional input);
-    names listed in `consts` become initializers, the others graph inputs."""
-    names = list(inputs)
-    node = helper.make_node(op, [n if inputs[n] is not None else "" for n in names],
-                            [f"y{i}" for i in range(n_out)], domain=domain, **(attrs or {}))
-    g_in, inits = [], []
-    for n, a in inputs.items():
-        if a is None:
-            continue
-        a = np.asarray(a)
-        if n in consts:
-            inits.append(numpy_helper.from_array(a, n))
-        else:
-            g_in.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
-                                                      a.shape))
-    outs = [onnx.ValueInfoProto(name=f"y{i}") for i in range(n_out)]  # types left to inference
-    graph = helper.make_graph([node], "t", g_in, outs, inits)
-    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
-    m = helper.make_model(graph, opset_imports=opsets)
-    m.ir_version = 8
-    return m
+    return one_node_model(op, inputs, attrs, opset=opset, n_out=n_out, consts=consts, domain=domain)
 
 
 def _feeds(inputs, consts):

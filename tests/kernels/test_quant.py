@@ -19,29 +19,15 @@ from onnx.reference import ReferenceEvaluator
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
 from pyge.kernels.runtime import compile_reference, run_reference
+from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")
 _ORT_SKIPPED: list = []
 
 
 def _model(op, inputs, attrs=None, opset=21, n_out=1, consts=()):
-    node = helper.make_node(op, [n if inputs[n] is not None else "" for n in inputs],
-                            [f"y{i}" for i in range(n_out)], name="q0", **(attrs or {}))
-    g_in, inits = [], []
-    for n, a in inputs.items():
-        if a is None:
-            continue
-        a = np.asarray(a)
-        if n in consts:
-            inits.append(numpy_helper.from_array(a, n))
-        else:
-            g_in.append(helper.make_tensor_value_info(
-                n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape))
-    outs = [onnx.ValueInfoProto(name=f"y{i}") for i in range(n_out)]
-    m = helper.make_model(helper.make_graph([node], "t", g_in, outs, inits),
-                          opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 9
-    return m
+    return one_node_model(op, inputs, attrs, opset=opset, n_out=n_out, consts=consts,
+                          name="q0", ir_version=9)
 
 
 def _run(op, inputs, attrs=None, opset=21, n_out=1, consts=(), refs=("ort", "onnx")):

@@ -13,29 +13,15 @@ from onnx import TensorProto, helper, numpy_helper
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
 from pyge.kernels.runtime import compile_reference, run_reference
+from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")
 MS = "com.microsoft"
 
 
 def _model(op, inputs, attrs=None, consts=()):
-    node = helper.make_node(op, [n if inputs[n] is not None else "" for n in inputs], ["y"],
-                            name="q0", domain=MS, **(attrs or {}))
-    g_in, inits = [], []
-    for n, a in inputs.items():
-        if a is None:
-            continue
-        a = np.asarray(a)
-        if n in consts:
-            inits.append(numpy_helper.from_array(a, n))
-        else:
-            g_in.append(helper.make_tensor_value_info(
-                n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape))
-    m = helper.make_model(helper.make_graph([node], "t", g_in, [onnx.ValueInfoProto(name="y")],
-                                            inits),
-                          opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
-    m.ir_version = 9
-    return m
+    return one_node_model(op, inputs, attrs, outputs=["y"], consts=consts, domain=MS,
+                          name="q0", ir_version=9)
 
 
 def _run(op, inputs, attrs=None, consts=()):

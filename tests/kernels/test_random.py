@@ -3,24 +3,18 @@ reference can match torch's values), the seed semantics, and that they are never
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 import pyge
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
 from pyge.kernels.runtime import compile_reference, to_numpy, to_torch
+from pyge.testing import one_node_model
 
 
 def _model(op, attrs, x=None, opset=17, n_in=None):
-    ins = [] if x is None else [helper.make_tensor_value_info(
-        "x", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)]
-    node = helper.make_node(op, ["x"] if x is not None else [], ["y"], **attrs)
-    g = helper.make_graph([node], "t", ins, [onnx.ValueInfoProto(name="y")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
+    return one_node_model(op, {} if x is None else {"x": x}, attrs, opset=opset, outputs=["y"])
 
 
 class _Runner:

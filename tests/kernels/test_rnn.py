@@ -9,12 +9,13 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
 from pyge.kernels import nn_rnn
 from pyge.kernels.runtime import compile_reference, run_reference
+from pyge.testing import one_node_model
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 N_ACTS = {"LSTM": 3, "GRU": 2, "RNN": 1}
@@ -26,24 +27,8 @@ LAYOUT_TRANSPOSED = ("X", "initial_h", "initial_c")
 
 
 def _model(op, inputs, attrs, opset=14, consts=()):
-    names = [n if v is not None else "" for n, v in inputs]
-    while names[-1] == "":
-        names.pop()
-    outs = ["Y", "Y_h", "Y_c"][:3 if op == "LSTM" else 2]
-    node = helper.make_node(op, names, outs, **attrs)
-    g_in, inits = [], []
-    for n, v in inputs:
-        if v is None:
-            continue
-        if n in consts:
-            inits.append(numpy_helper.from_array(v, n))
-        else:
-            g_in.append(helper.make_tensor_value_info(
-                n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape))
-    g = helper.make_graph([node], "t", g_in, [onnx.ValueInfoProto(name=o) for o in outs], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
+    return one_node_model(op, dict(inputs), attrs, opset=opset, consts=consts, trim=True,
+                          outputs=["Y", "Y_h", "Y_c"][:3 if op == "LSTM" else 2])
 
 
 def _feeds(inputs, consts=()):

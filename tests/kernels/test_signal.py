@@ -4,35 +4,19 @@ complex STFT, windows in other output types, MelWeightMatrix arguments."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import GraphError, PygeError
 from pyge.frontends import load_onnx
 from pyge.kernels.runtime import run_reference
+from pyge.testing import one_node_model
 
 RNG = np.random.default_rng(5)
 
 
 def _model(op, inputs, attrs, opset, consts):
-    names = list(inputs)
-    node = helper.make_node(op, [n if inputs[n] is not None else "" for n in names], ["y"], **attrs)
-    g_in, inits = [], []
-    for n, a in inputs.items():
-        if a is None:
-            continue
-        a = np.asarray(a)
-        if n in consts:
-            inits.append(numpy_helper.from_array(a, n))
-        else:
-            g_in.append(helper.make_tensor_value_info(
-                n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape))
-    g = helper.make_graph([node], "t", g_in, [onnx.ValueInfoProto(name="y")], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
+    return one_node_model(op, inputs, attrs, opset=opset, outputs=["y"], consts=consts)
 
 
 def check(op, inputs, attrs=None, opset=17, consts=(), ref="onnx", atol=1e-5):

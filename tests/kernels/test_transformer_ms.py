@@ -5,39 +5,21 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto as TP
-from onnx import helper, numpy_helper
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
 from pyge.kernels.runtime import run_reference
+from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")
 MS = "com.microsoft"
 TOL = dict(rtol=1e-5, atol=1e-5)
-_TYPES = {np.dtype("float32"): TP.FLOAT, np.dtype("int32"): TP.INT32,
-          np.dtype("int64"): TP.INT64, np.dtype("float16"): TP.FLOAT16}
 
 
 def _model(op, inputs, attrs=None, n_out=1, domain=MS, consts=(), outs=None):
-    names = list(inputs)
-    while names and inputs[names[-1]] is None:
-        names.pop()
-    outs = outs or [f"y{i}" for i in range(n_out)]
-    node = helper.make_node(op, [n if inputs[n] is not None else "" for n in names], outs,
-                            domain=domain, **(attrs or {}))
-    g_in = [helper.make_tensor_value_info(n, _TYPES[a.dtype], a.shape)
-            for n, a in inputs.items() if a is not None and n not in consts]
-    inits = [numpy_helper.from_array(a, n) for n, a in inputs.items()
-             if a is not None and n in consts]
-    g_out = [onnx.ValueInfoProto(name=o) for o in outs if o]
-    g = helper.make_graph([node], "t", g_in, g_out, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
-                                            helper.make_opsetid(MS, 1)])
-    m.ir_version = 8
-    return m
+    return one_node_model(op, inputs, attrs, n_out=n_out, outputs=outs or None, consts=consts,
+                          domain=domain, trim=True)
 
 
 def _run_both(m, feeds):

@@ -4,39 +4,19 @@ and the compile-time refusals."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
 from pyge.kernels.runtime import run_reference
+from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")
 
 
 def _model(op, inputs, attrs=None, opset=17, n_out=1, consts=()):
-    names = [n if inputs[n] is not None else "" for n in inputs]
-    while names and not names[-1]:
-        names.pop()                                 # no trailing absent inputs
-    node = helper.make_node(op, names,
-                            [f"y{i}" for i in range(n_out)], **(attrs or {}))
-    g_in, inits = [], []
-    for n, a in inputs.items():
-        if a is None:
-            continue
-        a = np.asarray(a)
-        if n in consts:
-            inits.append(numpy_helper.from_array(a, n))
-        else:
-            g_in.append(helper.make_tensor_value_info(
-                n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape))
-    outs = [onnx.ValueInfoProto(name=f"y{i}") for i in range(n_out)]
-    m = helper.make_model(helper.make_graph([node], "t", g_in, outs, inits),
-                          opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
+    return one_node_model(op, inputs, attrs, opset=opset, n_out=n_out, consts=consts, trim=True)
 
 
 def _feeds(inputs, consts=()):
