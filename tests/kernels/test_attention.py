@@ -18,7 +18,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper

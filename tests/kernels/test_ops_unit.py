@@ -268,10 +268,10 @@ def test_slice_negative_step_start_below_minus_dim(const):
     # starts < -dim are clamped to 0 for negative steps: element 0 is taken (numpy's and
     # Python's slices give nothing there); onnxruntime agrees.
     x = np.arange(4, dtype=np.float32)
-    for st, en, sp, exp in [(-5, -6, -3, [0.0]), (-9, -2**63, -1, [0.0]), (-9, 2, -1, []),
-                            (-3, -2**31, -2, [1.0])]:
+    for start, end, step, exp in [(-5, -6, -3, [0.0]), (-9, -2**63, -1, [0.0]), (-9, 2, -1, []),
+                                  (-3, -2**31, -2, [1.0])]:
         i64 = lambda v: np.array([v], np.int64)  # noqa: E731
-        inputs = {"x": x, "s": i64(st), "e": i64(en), "a": i64(0), "p": i64(sp)}
+        inputs = {"x": x, "s": i64(start), "e": i64(end), "a": i64(0), "p": i64(step)}
         consts = ("s", "e", "a", "p") if const else ()
         got = _pyge(_model("Slice", inputs, None, 13, consts=consts), _feeds(inputs, consts))[0]
         np.testing.assert_array_equal(got, np.array(exp, np.float32))

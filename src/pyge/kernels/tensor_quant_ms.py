@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from ._util import node_error, norm_axis, run_error
 from .onednn import Derived
 from .registry import register
-from .tensor_quant import (_8BIT, _QRANGE, _centered, _check, _col_layout, _operand,
+from .tensor_quant import (_8BIT, _QRANGE, _check, _col_layout, _operand,
                            _row_layout, _run_check, dequantize_linear, quantize_linear)
 
 MS = "com.microsoft"
