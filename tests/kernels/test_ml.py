@@ -1,4 +1,4 @@
-"""ai.onnx.ml kernels (kernels/tensor_ml.py) against onnxruntime on seeded random models,
+"""ai.onnx.ml kernels (kernels/tensor_ml*.py) against onnxruntime on seeded random models,
 for what the onnx node cases do not cover (they test only ArrayFeatureExtractor, Binarizer,
 LabelEncoder and TreeEnsemble)."""
 from __future__ import annotations
