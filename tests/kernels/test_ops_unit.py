@@ -1,16 +1,9 @@
 """Focused kernel tests for tricky ONNX semantics, checked against references no one here
-wrote: onnx's ReferenceEvaluator, onnxruntime, numpy, and the expected outputs of the onnx
-package's own node test cases.
-
-Tolerances: rtol=1e-3, atol=1e-7 for float results (the onnx backend runner's defaults);
-convolutions use atol=CONV_ATOL=1e-5 instead, because their outputs are float32 sums of
-~100 products of magnitude ~1 that can cancel to near zero, where the summation order
-alone moves the result by ~1e-6. Integer and boolean results must match exactly.
+wrote: onnx's ReferenceEvaluator, onnxruntime and numpy (node_checks.py: the one-node
+harness and its tolerances). Convolution and pooling geometry: test_ops_nn.py; the onnx
+package's own node test cases: test_onnx_node_cases.py.
 """
 from __future__ import annotations
-
-import re
-import warnings
 
 import numpy as np
 import onnx
@@ -18,63 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 from pyge.frontends import load_onnx
-from pyge.kernels import registry
-from pyge.kernels.runtime import run_reference
-from pyge.testing import one_node_model
 
-RTOL, ATOL = 1e-3, 1e-7
-CONV_ATOL = 1e-5
+from .node_checks import ATOL, RTOL, _feeds, _model, _pyge, check
+
 RNG = np.random.default_rng(0)
-
-
-def _model(op, inputs, attrs=None, opset=17, n_out=1, consts=(), domain=""):
-    return one_node_model(op, inputs, attrs, opset=opset, n_out=n_out, consts=consts, domain=domain)
-
-
-def _feeds(inputs, consts):
-    return {n: np.asarray(a) for n, a in inputs.items() if a is not None and n not in consts}
-
-
-def _pyge(m, feeds):
-    g = load_onnx(m)
-    out = run_reference(g, feeds)
-    return [out[v.name] for v in g.outputs]
-
-
-def _compare(got, exp, exact=False, atol=ATOL):
-    assert len(got) == len(exp)
-    for a, b in zip(got, exp):
-        b = np.asarray(b)
-        assert a.shape == b.shape, (a.shape, b.shape)
-        assert a.dtype == b.dtype, (a.dtype, b.dtype)
-        if exact or b.dtype.kind in "iub" or b.dtype == object:
-            np.testing.assert_array_equal(a, b)
-        else:
-            np.testing.assert_allclose(a, b, rtol=RTOL, atol=atol)
-
-
-def check(op, inputs, attrs=None, opset=17, n_out=1, consts=(), ref="onnx", domain="",
-          atol=ATOL):
-    """Run one node with pyge and with the reference; compare every output."""
-    m = _model(op, inputs, attrs, opset, n_out, consts, domain)
-    feeds = _feeds(inputs, consts)
-    if ref == "ort":
-        ort = pytest.importorskip("onnxruntime")
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        exp = sess.run(None, feeds)
-    else:
-        exp = ReferenceEvaluator(m).run(None, feeds)
-    _compare(_pyge(m, feeds), exp, atol=atol)
 
 
 def f32(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
-
 
 # ---------------------------------------------------------------------------------------
 # opset-dependent semantics
@@ -304,146 +250,6 @@ def test_pad_axes_input():
 
 
 # ---------------------------------------------------------------------------------------
-# convolution and pooling geometry
-
-
-@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
-@pytest.mark.parametrize("stride", [1, 2])
-def test_conv_auto_pad(auto_pad, stride):
-    check("Conv", {"x": f32(1, 3, 9, 8), "w": f32(4, 3, 3, 2)},
-          {"auto_pad": auto_pad, "strides": [stride, stride]}, 13, ref="ort", atol=CONV_ATOL)
-
-
-@pytest.mark.parametrize("shape,w,attrs", [
-    ((1, 4, 10, 11), (6, 2, 3, 3), {"group": 2, "dilations": [2, 1], "pads": [0, 1, 2, 0]}),
-    ((2, 3, 12), (5, 3, 4), {"strides": [3], "pads": [2, 1]}),
-    ((1, 2, 5, 6, 7), (3, 2, 2, 3, 2), {"strides": [1, 2, 2], "pads": [1, 0, 1, 0, 1, 1]}),
-    ((1, 6, 8, 8), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}),
-    ((1, 8, 9, 9), (4, 8, 1, 1), {"strides": [2, 2]}),  # strided 1x1 fast path
-])
-def test_conv_shapes(shape, w, attrs):
-    check("Conv", {"x": f32(*shape), "w": f32(*w), "b": f32(w[0])}, attrs, 13, consts=("w", "b"),
-          atol=CONV_ATOL)
-
-
-@pytest.mark.parametrize("with_z", [False, True])
-@pytest.mark.parametrize("act,params", [(None, []), ("Relu", []), ("LeakyRelu", [0.2]),
-                                        ("Clip", [-0.5, 0.5]), ("Sigmoid", []),
-                                        ("HardSigmoid", [0.3, 0.4])])
-def test_fused_conv(act, params, with_z):
-    # onnxruntime's com.microsoft.FusedConv: activation(Conv(X, W, B) + Z).
-    attrs = {"pads": [1, 1, 1, 1], **({"activation": act} if act else {}),
-             **({"activation_params": params} if params else {})}
-    inputs = {"x": f32(1, 8, 10, 10), "w": f32(16, 8, 3, 3), "b": f32(16)}
-    if with_z:
-        inputs["z"] = f32(1, 16, 10, 10)
-    check("FusedConv", inputs, attrs, 13, consts=("w", "b"), ref="ort", domain="com.microsoft",
-          atol=CONV_ATOL)
-
-
-def test_conv_weight_cache_follows_the_weight():
-    # The packed-weight cache is keyed on the weight tensor itself: a new weight each run
-    # (a graph input) must never reuse the previous packing.
-    x = f32(1, 4, 6, 6)
-    m = _model("Conv", {"x": x, "w": f32(5, 4, 3, 3)}, {"pads": [1, 1, 1, 1]}, 13)
-    g = load_onnx(m)
-    from pyge.kernels.runtime import compile_reference, to_numpy, to_torch
-    run = compile_reference(g)
-    for _ in range(3):
-        w = f32(5, 4, 3, 3)
-        got = to_numpy(run([to_torch(x), to_torch(w)], {})[0])
-        exp = ReferenceEvaluator(m).run(None, {"x": x, "w": w})[0]
-        np.testing.assert_allclose(got, exp, rtol=RTOL, atol=CONV_ATOL)
-
-
-@pytest.mark.parametrize("op,attrs", [("Conv", {"auto_pad": "SAME"}), ("Resize", {"mode": "area"}),
-                                      ("Gelu", {"approximate": "fast"}),
-                                      ("Pad", {"mode": "mirror"})])
-def test_bad_attributes_are_graph_errors(op, attrs):
-    from pyge.errors import GraphError
-    from pyge.kernels.runtime import compile_reference
-    inputs = {"x": f32(1, 2, 4, 4)}
-    if op == "Conv":
-        inputs["w"] = f32(2, 2, 1, 1)
-    if op == "Pad":
-        inputs["p"] = np.zeros(8, np.int64)
-    with pytest.raises(GraphError, match=op):
-        compile_reference(load_onnx(_model(op, inputs, attrs, 20)))
-
-
-@pytest.mark.parametrize("attrs", [
-    {"strides": [2, 3], "pads": [1, 1, 1, 1], "output_padding": [1, 2]},
-    {"strides": [2, 2], "output_shape": [10, 9]},
-    {"strides": [2, 2], "auto_pad": "SAME_UPPER"},
-    {"strides": [3, 2], "pads": [0, 2, 1, 0], "dilations": [2, 1]},
-    {"strides": [1, 1], "group": 2},
-])
-def test_conv_transpose(attrs):
-    bias = f32(6 if attrs.get("group") else 3)
-    check("ConvTranspose", {"x": f32(1, 4, 4, 4), "w": f32(4, 3, 3, 3), "b": bias}, attrs, 13,
-          ref="ort", atol=CONV_ATOL)
-
-
-@pytest.mark.parametrize("attrs", [
-    {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
-    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 0, 1, 1]},
-    {"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1},
-    {"kernel_shape": [3, 2], "dilations": [2, 1], "pads": [2, 1, 2, 0]},
-    {"kernel_shape": [5, 5], "pads": [4, 4, 4, 4]},  # pads larger than torch allows
-    {"kernel_shape": [3, 3], "auto_pad": "SAME_LOWER", "strides": [2, 2]},
-])
-def test_max_pool_with_indices(attrs):
-    check("MaxPool", {"x": f32(2, 3, 9, 8)}, attrs, 12, n_out=2, ref="ort")
-
-
-def test_max_pool_storage_order():
-    # onnxruntime: the ReferenceEvaluator (onnx 1.23) gets column-major indices wrong.
-    check("MaxPool", {"x": f32(1, 2, 5, 6)}, {"kernel_shape": [2, 2], "storage_order": 1}, 12,
-          n_out=2, ref="ort")
-
-
-@pytest.mark.parametrize("include", [0, 1])
-@pytest.mark.parametrize("attrs", [
-    {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1, "pads": [1, 1, 1, 1]},
-    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 0, 1, 1]},
-    {"kernel_shape": [2, 3], "pads": [1, 0, 1, 2]},
-    {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]},
-])
-def test_average_pool(attrs, include):
-    check("AveragePool", {"x": f32(2, 3, 9, 8)}, {**attrs, "count_include_pad": include}, 12,
-          ref="ort")
-
-
-def test_average_pool_dilated_3d():
-    check("AveragePool", {"x": f32(1, 2, 6, 7, 8)},
-          {"kernel_shape": [2, 2, 3], "dilations": [2, 1, 2], "pads": [1, 0, 1, 1, 0, 1]}, 19)
-
-
-@pytest.mark.parametrize("attrs", [{"kernel_shape": [2, 1, 2], "auto_pad": "SAME_UPPER"},
-                                   {"kernel_shape": [2, 3, 3], "strides": [2, 2, 1],
-                                    "pads": [1, 1, 1, 1, 2, 2], "count_include_pad": 1}])
-def test_average_pool_3d_float16(attrs):
-    # torch's CPU avg_pool3d has no float16 kernel; onnxruntime pools float16 in 3-D.
-    check("AveragePool", {"x": f32(1, 2, 5, 6, 6).astype(np.float16)}, attrs, 19, ref="ort",
-          atol=2e-3)
-
-
-@pytest.mark.parametrize("size", [3, 4, 5])
-def test_lrn(size):
-    # Checked against the spec's formula in numpy: the ReferenceEvaluator's LRN (onnx 1.23)
-    # departs from the spec's channel window, and onnxruntime accepts odd sizes only.
-    x = f32(2, 7, 4, 5)
-    alpha, beta, bias = 0.01, 0.6, 2.0
-    m = _model("LRN", {"x": x}, {"size": size, "alpha": alpha, "beta": beta, "bias": bias}, 13)
-    sq = np.zeros_like(x)
-    for c in range(7):
-        lo, hi = max(0, c - (size - 1) // 2), min(6, c + size - 1 - (size - 1) // 2)
-        sq[:, c] = (x[:, lo:hi + 1] ** 2).sum(1)
-    exp = x / (bias + alpha / size * sq) ** beta
-    np.testing.assert_allclose(_pyge(m, {"x": x})[0], exp, rtol=RTOL, atol=1e-6)
-
-
-# ---------------------------------------------------------------------------------------
 # arithmetic and broadcasting
 
 
@@ -634,120 +440,3 @@ def test_constant_of_shape_and_range():
     assert got.dtype == np.int32 and got.shape == (2, 3) and (got == 7).all()
     check("Range", {"a": np.float32(1.0), "b": np.float32(2.05), "c": np.float32(0.1)}, None, 13)
     check("Range", {"a": np.int64(10), "b": np.int64(-3), "c": np.int64(-4)}, None, 13)
-
-
-# ---------------------------------------------------------------------------------------
-# The onnx package's node test cases for every op these kernels implement.
-
-_MINE = ("elementwise", "nn", "tensor", "reduce", "")  # "" = _util (factory helpers)
-_EXOTIC = re.compile(r"FLOAT8|FLOAT4|INT4|INT2|UINT4|UINT2|e4m3|e5m2|float4", re.I)
-_XFAIL_NODE = {
-    # Dropout in training mode draws random masks; numpy's generator cannot be matched.
-    "test_training_dropout": "random mask (numpy RNG)",
-    "test_training_dropout_default": "random mask (numpy RNG)",
-    "test_training_dropout_mask": "random mask (numpy RNG)",
-    "test_training_dropout_default_mask": "random mask (numpy RNG)",
-    # Bernoulli draws from torch's generator; the expected values come from numpy's (the
-    # shapes and dtypes are checked before the values, and match; tests/kernels/
-    # test_random.py checks the statistics and the seed semantics).
-    **{f"test_bernoulli{s}": "random values (numpy RNG)"
-       for s in ("", "_expanded", "_double", "_double_expanded", "_seed", "_seed_expanded")},
-    # Inverse DFT of float32 data: at bins whose exact value is 0 the expected output holds
-    # numpy's float32 rounding noise (up to 1.9e-7 on values ~45), above atol=1e-7; torch
-    # gives 0 or other noise there (onnxruntime misses 20 elements of each, by up to 1.9e-5).
-    "test_dft_inverse": "float32 FFT rounding noise at exact zeros exceeds atol=1e-7",
-    "test_dft_inverse_opset19": "float32 FFT rounding noise at exact zeros exceeds atol=1e-7",
-    # The expanded (op-by-op) attention graphs in half precision: torch's fp16/bf16 softmax
-    # and matmul accumulate in float32, the reference rounds every step; differences
-    # exceed rtol=1e-3 in a few elements.
-    **{f"test_attention_{n}_expanded":
-       "half-precision rounding differs from the step-wise reference"
-       for n in ("4d_causal_fp16", "4d_causal_bf16", "4d_padded_kv_bf16",
-                 "4d_causal_padded_kv_bf16", "4d_attn_mask_causal_bf16", "3d_causal_bf16")},
-    # The Attention kernel on bfloat16 (8 significant bits: one ulp is 2^-8 relative, above
-    # rtol=1e-3) computes in float32 and rounds once: its results are within half an ulp of
-    # the float64 values; the reference rounds every step in bfloat16 and is up to 1.3 ulp
-    # off, so 20-40% of the elements differ by one ulp.
-    **{f"test_attention_{n}":
-       "bfloat16: the kernel rounds once (within 0.5 ulp of float64), the reference every "
-       "step (up to 1.3 ulp); one bfloat16 ulp exceeds rtol=1e-3"
-       for n in ("4d_causal_bf16", "4d_padded_kv_bf16", "4d_causal_padded_kv_bf16",
-                 "4d_attn_mask_causal_bf16", "3d_causal_bf16")},
-    # MaxUnpool with output_shape: the case's data scatter the indices into the inferred
-    # 4x4 shape and pad that to 5x5 (the onnx reference's reading); the spec says the
-    # indices address the tensor MaxPool ran on (output_shape), as onnxruntime and
-    # torch's max_unpool do, and pyge follows the spec (onnxruntime fails this case too).
-    "test_maxunpool_export_with_output_shape":
-        "expected data contradict the spec: indices address output_shape, not 4x4",
-}
-
-
-def _my_ops() -> set[tuple[str, str]]:
-    out = set()
-    for key, entries in registry._REGISTRY.items():
-        if any(e.factory.__module__.rsplit(".", 1)[-1].split("_")[0] in _MINE for e in entries):
-            out.add(key)
-    return out
-
-
-def _node_cases():
-    registry.lookup("Relu")  # load every kernel module
-    from onnx.backend.test.case.node import collect_testcases
-    mine = _my_ops()
-    params = []
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")  # the case generators overflow on purpose
-        cases = collect_testcases(None)
-    for case in cases:
-        ops = {(n.domain or "", n.op_type) for n in case.model.graph.node}
-        if not ops or not ops <= mine or _EXOTIC.search(case.name):
-            continue  # other kernels' ops, or element types torch has no dtype for
-        marks = [pytest.mark.xfail(reason=_XFAIL_NODE[case.name], strict=True)] \
-            if case.name in _XFAIL_NODE else []
-        params.append(pytest.param(case, id=case.name, marks=marks))
-    return params
-
-
-def _as_array(v):
-    return numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
-
-
-@pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("case", _node_cases())
-def test_onnx_node_case(case):
-    g = load_onnx(case.model)
-    for inputs, outputs in case.data_sets:
-        feeds = {v.name: _as_array(x) for v, x in zip(g.inputs, inputs)}
-        got = run_reference(g, feeds)
-        for v, exp in zip(g.outputs, outputs):
-            _check_value(got[v.name], exp, case)
-
-
-def _check_value(res, exp, case):
-    if isinstance(exp, list) or exp is None:  # a sequence / an empty optional
-        assert (res is None) == (exp is None)
-        if exp is not None:
-            assert len(res) == len(exp)
-            for r, e in zip(res, exp):
-                _check_value(r, e, case)
-        return
-    exp = np.asarray(_as_array(exp))
-    assert res.shape == exp.shape, (res.shape, exp.shape)
-    if exp.dtype == object:
-        np.testing.assert_array_equal(res, exp)
-        return
-    assert res.dtype == exp.dtype, (res.dtype, exp.dtype)
-    if exp.dtype.kind == "V":  # ml_dtypes (bfloat16): compare the values as float64
-        res, exp = res.astype(np.float64), exp.astype(np.float64)
-    np.testing.assert_allclose(res, exp, rtol=case.rtol, atol=case.atol)
-
-
-def test_every_default_domain_operator_has_a_kernel_but_image_decoder():
-    """What the README says: of the installed onnx's default-domain schemas, only
-    ImageDecoder (image file bytes in, pixels out) has no kernel."""
-    import onnx.defs
-    registry.lookup("Relu")  # load every kernel module
-    names = {s.name for s in onnx.defs.get_all_schemas()
-             if s.domain in ("", "ai.onnx") and not s.deprecated}
-    missing = sorted(n for n in names if not registry.is_supported(n, "", 99))
-    assert missing == ["ImageDecoder"]
