@@ -263,13 +263,24 @@ def _run_fused(vf, op, x, h0, c0, params, n_dirs, reverse, hidden):
     return y, yh, yc
 
 
+def _advance(out, t, h_new, h, mask, zero):
+    """Step t's output and the next state: within each entry's length (mask[t]) the new
+    state, past it a zero output and the state kept."""
+    if mask is None:
+        out[t] = h_new
+        return h_new
+    m = mask[t]
+    out[t] = torch.where(m, h_new, zero)
+    return torch.where(m, h_new, h)
+
+
 def _clamp(t, clip):
     return t if clip is None else t.clamp(-clip, clip)
 
 
 def _run_loop(op, x, w, r, b, lens, h0, c0, p, acts, reverse, clip, input_forget, lbr, hidden):
     seq = x.shape[0]
-    mask = None
+    mask = zero = None
     if lens is not None:
         lens = lens.to(device=x.device, dtype=torch.int64)
         steps = torch.arange(seq, device=x.device)
@@ -307,13 +318,8 @@ def _run_loop(op, x, w, r, b, lens, h0, c0, p, acts, reverse, clip, input_forget
                 if po is not None:
                     o = o + po * c_new
                 h_new = f_(_clamp(o, clip)) * h_(c_new)
-                if mask is not None:
-                    m = mask[t]
-                    out[t] = torch.where(m, h_new, zero)
-                    h, c = torch.where(m, h_new, h), torch.where(m, c_new, c)
-                else:
-                    out[t] = h = h_new
-                    c = c_new
+                h = _advance(out, t, h_new, h, mask, zero)
+                c = c_new if mask is None else torch.where(mask[t], c_new, c)
         elif op == "GRU":
             f_, g_ = fns
             xzr, xh = xw[..., :2 * hidden], xw[..., 2 * hidden:]
@@ -341,12 +347,7 @@ def _run_loop(op, x, w, r, b, lens, h0, c0, p, acts, reverse, clip, input_forget
                         cand = cand + rbh
                 cand = g_(_clamp(cand, clip))
                 h_new = (1 - z) * cand + z * h
-                if mask is not None:
-                    m = mask[t]
-                    out[t] = torch.where(m, h_new, zero)
-                    h = torch.where(m, h_new, h)
-                else:
-                    out[t] = h = h_new
+                h = _advance(out, t, h_new, h, mask, zero)
         else:
             f_ = fns[0]
             for t in order:
@@ -354,12 +355,7 @@ def _run_loop(op, x, w, r, b, lens, h0, c0, p, acts, reverse, clip, input_forget
                 if rb is not None:
                     pre = pre + rb
                 h_new = f_(_clamp(pre, clip))
-                if mask is not None:
-                    m = mask[t]
-                    out[t] = torch.where(m, h_new, zero)
-                    h = torch.where(m, h_new, h)
-                else:
-                    out[t] = h = h_new
+                h = _advance(out, t, h_new, h, mask, zero)
         if mask is not None:  # a batch entry of length 0 ends in a zero state
             some = (lens > 0).unsqueeze(-1)
             h = torch.where(some, h, zero)
