@@ -230,16 +230,23 @@ def dynamic_quantize_linear(ctx):
     def fn(xs):
         x = xs[0]
         _run_check(ctx, x, ("float32",), "x")
-        if x.numel() == 0:
-            mn = mx = x.new_zeros(())
-        else:
-            mn, mx = torch.aminmax(x)
-            mn, mx = mn.clamp(max=0.0), mx.clamp(min=0.0)
-        scale = torch.where(mx == mn, torch.ones_like(mx), (mx - mn) / 255.0)
-        zp = torch.round((0.0 - mn / scale).clamp(0.0, 255.0))
-        y = torch.round(x / scale).add_(zp).clamp_(0.0, 255.0)
+        y, scale, zp = dyn_quant_u8(x)
         return [y.to(torch.uint8), scale, zp.to(torch.uint8)]
     return fn
+
+
+def dyn_quant_u8(x: torch.Tensor):
+    """DynamicQuantizeLinear's uint8 quantization of x on its device (no host sync), as
+    float tensors: (q, scale, zero point). Also what onnxruntime's DynamicQuantizeMatMul
+    does to its A (tensor_quant_ms.py)."""
+    if x.numel() == 0:
+        mn = mx = x.new_zeros(())
+    else:
+        mn, mx = torch.aminmax(x)
+        mn, mx = mn.clamp(max=0.0), mx.clamp(min=0.0)
+    scale = torch.where(mx == mn, torch.ones_like(mx), (mx - mn) / 255.0)
+    zp = torch.round((0.0 - mn / scale).clamp(0.0, 255.0))
+    return torch.round(x / scale).add_(zp).clamp_(0.0, 255.0), scale, zp
 
 
 # ---------------------------------------------------------------------------------------

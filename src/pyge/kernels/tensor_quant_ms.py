@@ -27,7 +27,8 @@ from ._util import node_error, norm_axis, run_error
 from .onednn import Derived
 from .registry import register
 from .tensor_quant import (_8BIT, _QRANGE, _check, _col_layout, _operand,
-                           _row_layout, _run_check, dequantize_linear, quantize_linear)
+                           _row_layout, _run_check, dequantize_linear, dyn_quant_u8,
+                           quantize_linear)
 
 MS = "com.microsoft"
 _F32 = torch.float32
@@ -425,19 +426,6 @@ def qgemm(ctx):
     return fn
 
 
-def _dyn_quant_u8(x: torch.Tensor):
-    """DynamicQuantizeLinear's uint8 quantization (as onnxruntime's MatMul ops do it)."""
-    if x.numel() == 0:
-        mn = mx = x.new_zeros(())
-    else:
-        mn, mx = torch.aminmax(x)
-        mn, mx = mn.clamp(max=0.0), mx.clamp(min=0.0)
-    scale = torch.where(mx == mn, torch.ones_like(mx), (mx - mn) / 255.0)
-    zp = torch.round((0.0 - mn / scale).clamp(0.0, 255.0))
-    q = torch.round(x / scale).add_(zp).clamp_(0.0, 255.0)
-    return q, scale, zp
-
-
 def _float_out(ctx, acc, scale, bias):
     """float32(int32 accumulator) * scale [+ bias], onnxruntime's output processor."""
     y = acc.to(torch.int64).to(torch.int32).to(_F32) * scale
@@ -461,7 +449,7 @@ def dynamic_quantize_matmul(ctx):
         zb, bias = _get(xs, 3), _get(xs, 4)
         _run_check(ctx, a, ("float32",), "A")
         _run_check(ctx, b, _8BIT, "B")
-        q, sa, za = _dyn_quant_u8(a)
+        q, sa, za = dyn_quant_u8(a)
         acc = torch.matmul((q - za).to(torch.float64), b_op(b, zb))
         return [_float_out(ctx, acc, sa * _col_layout(sb, b).to(_F32), bias)]
     return fn
