@@ -72,6 +72,17 @@ def _get(xs, i):
 # QLinearAdd / QLinearMul
 
 
+def _binary_operands(ctx, xs):
+    """QLinearAdd / QLinearMul inputs: (A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp),
+    the types checked and the zero points as float32 (0 where absent)."""
+    a, sa, za, b, sb, zb, sc = xs[:7]
+    _run_check(ctx, a, _8BIT, "A")
+    if b.dtype != a.dtype:
+        raise run_error(ctx, f"B of type {b.dtype} differs from A's type {a.dtype}")
+    return (a, sa, _zp(ctx, za, "A_zero_point", a), b, sb, _zp(ctx, zb, "B_zero_point", a), sc,
+            _zp(ctx, _get(xs, 7), "C_zero_point", a))
+
+
 @register("QLinearAdd", domain=MS)
 def qlinear_add(ctx):
     # MLAS (x86): C = round(fixed + a * (sA / sC) + b * (sB / sC)), fixed = zC - (zA *
@@ -80,13 +91,7 @@ def qlinear_add(ctx):
                  (7, "C_zero_point")])
 
     def fn(xs):
-        a, sa, za, b, sb, zb, sc = xs[:7]
-        zc = _get(xs, 7)
-        _run_check(ctx, a, _8BIT, "A")
-        if b.dtype != a.dtype:
-            raise run_error(ctx, f"B of type {b.dtype} differs from A's type {a.dtype}")
-        za, zb, zc = _zp(ctx, za, "A_zero_point", a), _zp(ctx, zb, "B_zero_point", a), \
-            _zp(ctx, zc, "C_zero_point", a)
+        a, sa, za, b, sb, zb, sc, zc = _binary_operands(ctx, xs)
         sc = _sc(ctx, sc, "C_scale").to(_F32)
         rac = _sc(ctx, sa, "A_scale").to(_F32) / sc
         rbc = _sc(ctx, sb, "B_scale").to(_F32) / sc
@@ -104,13 +109,7 @@ def qlinear_mul(ctx):
                  (7, "C_zero_point")])
 
     def fn(xs):
-        a, sa, za, b, sb, zb, sc = xs[:7]
-        zc = _get(xs, 7)
-        _run_check(ctx, a, _8BIT, "A")
-        if b.dtype != a.dtype:
-            raise run_error(ctx, f"B of type {b.dtype} differs from A's type {a.dtype}")
-        za, zb, zc = _zp(ctx, za, "A_zero_point", a), _zp(ctx, zb, "B_zero_point", a), \
-            _zp(ctx, zc, "C_zero_point", a)
+        a, sa, za, b, sb, zb, sc, zc = _binary_operands(ctx, xs)
         m = _sc(ctx, sa, "A_scale").to(_F32) * _sc(ctx, sb, "B_scale").to(_F32) \
             / _sc(ctx, sc, "C_scale").to(_F32)
         y = (a.to(_F32) - za) * (b.to(_F32) - zb) * m
