@@ -30,6 +30,7 @@ fused kernels accumulate in float32). Otherwise it runs matmul / softmax / matmu
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -63,6 +64,12 @@ def _split_heads(x, heads, what, ctx):
     if hidden % heads:
         raise run_error(ctx, f"{what} hidden size {hidden} is not a multiple of {heads} heads")
     return x.reshape(b, s, heads, hidden // heads).transpose(1, 2)
+
+
+@functools.lru_cache(maxsize=64)
+def _rounded_sqrt(scale: float, dtype: torch.dtype) -> float:
+    """sqrt(scale) rounded to `dtype` (made once per pair, not a CPU tensor per call)."""
+    return float(torch.tensor(math.sqrt(scale), dtype=dtype))
 
 
 @register("Attention", since=23)
@@ -149,7 +156,7 @@ def attention(ctx):
             cdt = torch.float32
         scale = (1.0 / math.sqrt(d)) if scale_attr is None else float(scale_attr)
         # sqrt(scale) in Q's element type, applied to Q and to K (the function body's form).
-        sf = float(torch.tensor(math.sqrt(scale), dtype=out_dtype))
+        sf = _rounded_sqrt(scale, out_dtype)
 
         # offset 0 and nothing else: torch's top-left causal mask is the same, no mask built.
         plain_causal = is_causal and mask is None and nonpad is None and not window \
