@@ -23,7 +23,8 @@ LOG="$OUT/session.txt"
 failed=""        # the steps that exited non-zero: the script's own status says whether all passed
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | tee "$LOG"
 if python3 -c "import pytest" 2>/dev/null; then
-  timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/executors/test_cuda.py tests/profiling/test_cuda_profile.py 2>&1 | tee -a "$LOG" | tail -30 || failed+=" tests"
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/executors/test_cuda.py tests/profiling/test_cuda_profile.py \
+    tests/kernels/test_quant.py tests/kernels/test_attention.py 2>&1 | tee -a "$LOG" | tail -30 || failed+=" tests"
 else
   echo "pytest is not installed on this machine: gpu-marked tests not run" | tee -a "$LOG"
 fi

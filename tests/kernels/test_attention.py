@@ -242,7 +242,7 @@ def test_refusals(attrs, opset, feeds_kind, match):
             compile_reference(load_onnx(m))
 
 
-@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device")
+@pytest.mark.gpu
 def test_cuda_matches_cpu():
     import torch
     rng = np.random.default_rng(9)
