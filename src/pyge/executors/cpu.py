@@ -24,14 +24,14 @@ own setting afterwards. The main stream (the caller's, the first busy one) gets 
 (torch.get_num_threads() when the executor was made) divided by the number of streams
 *expected to be busy at once*, i.e. the plan's average parallelism p = total work /
 critical-path work (average_parallelism), rounded up: ceil(C / p). Each side stream gets
-what is left of C, split evenly, at least 1. In CNNs p is 1.0 to 1.4 (side streams are short
-branches), so on 2 cores the main stream keeps both cores and the side streams run on one.
-Why not C threads everywhere: every thread with a team of its own adds OpenMP threads, and
-once libgomp manages more threads than there are cores it cuts its spin-wait to 100
+what is left of C, split evenly, at least 1. In CNNs side streams are short branches and p
+stays close to 1, so on 2 cores the main stream keeps both cores and the side streams run on
+one. Why not C threads everywhere: every thread with a team of its own adds OpenMP threads,
+and once libgomp manages more threads than there are cores it cuts its spin-wait to 100
 iterations in every team, so each operator again pays a futex wake-up of its team (the cost
-pyge's bounded spin exists to avoid, see pyge/__init__.py); a 2-thread side team also
-slowed single-stream runs in the same process. `bench_omp_wait.py`'s lb2 column times the
-rule as it is.
+pyge's bounded spin exists to avoid, see pyge/__init__.py), and a multi-thread side team
+slows even the single-stream runs of the same process. `benchmarks/bench_omp_wait.py`
+(its lb2 column) times the rule; docs/performance.md has the figures.
 `pyge.intraOpThreads=N` (N > 0) forces N.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ and static plans captured once into a CUDA graph and replayed ("sunk", as GE sin
 static model to the device).
 
 Issuing. One host thread issues every step in plan.order.host_order (base.merged_steps: a
-WAIT is issued after its RECORD; physical event ids were reused for exactly this order),
+WAIT is issued after its RECORD; physical event ids are reused on the strength of this order),
 switching the current stream once per run of same-stream steps.
 The GPU, not the host, provides the concurrency. Each run forks every logical stream
 from the caller's current stream and joins every stream back into it before returning

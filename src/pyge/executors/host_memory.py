@@ -3,11 +3,12 @@
 Every CPU run allocates its intermediates afresh (torch has no caching allocator on the CPU)
 and frees them at their release points. glibc serves blocks above its mmap threshold with
 mmap and returns freed heap tops above its trim threshold to the kernel, so the next run
-touches new pages and pays a page fault per 4 KiB (`bench_omp_wait.py`'s "malloc left alone"
-row times whole models without this). Raising both thresholds keeps those pages in the process for the next run,
-which is what onnxruntime's arena and PyTorch's advice (jemalloc / tcmalloc for CPU inference)
-achieve in their own ways. The price is resident memory: freed memory below 32 MiB blocks stays
-with the process instead of going back to the system.
+touches new pages and pays a fault for every 4 KiB page. Raising both thresholds keeps those
+pages in the process for the next run, which is what onnxruntime's arena and PyTorch's advice
+(jemalloc / tcmalloc for CPU inference) achieve in their own ways. The price is resident
+memory: freed blocks below 32 MiB stay with the process instead of going back to the system.
+`benchmarks/bench_omp_wait.py` times whole models with and without this ("malloc left
+alone"); docs/performance.md has the figures.
 
 Applied once, when the first CPU executor is built, on glibc only, and never when the user has
 chosen: set PYGE_CPU_MALLOC=system to leave malloc alone; it is also left alone when any of
