@@ -1,6 +1,6 @@
 """The `pyge` command: compile, run, streams, profile, demo, tune.
 
-    main.py      the command table (name -> parser builder, handler), main(), one-line errors
+    app.py       the command table (name -> parser builder, handler), main(), one-line errors
     parsers.py   one parser builder per command and the flags they share
     args.py      checked values (counts, paths to write, inputs to read) for argparse
     commands.py  the work of compile, run, streams, profile and demo
@@ -17,6 +17,6 @@ instead. Building the parser imports neither torch nor numpy: `pyge --help` star
 """
 from __future__ import annotations
 
-from .main import COMMANDS, build_parser, main
+from .app import COMMANDS, build_parser, main
 
 __all__ = ["main", "build_parser", "COMMANDS"]
