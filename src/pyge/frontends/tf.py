@@ -22,12 +22,12 @@ DEFAULT_OPSET = 17
 _NOT_OUTPUTS = frozenset({"NoOp", "Const", "Placeholder", "Assert", "SaveV2", "RestoreV2", "VarHandleOp"})
 
 
-def _import_tf():
+def _import_tf(src: str):
     try:
         import tensorflow as tf
         from tf2onnx import convert
     except ImportError as err:
-        raise ModelLoadError("reading TensorFlow models needs TensorFlow and tf2onnx "
+        raise ModelLoadError(f"{src}: reading TensorFlow models needs TensorFlow and tf2onnx "
                              f"(pip install \"pyge[tf]\"); missing: {err.name or err}") from err
     return tf, convert
 
@@ -79,7 +79,7 @@ def load_tf(model: str | os.PathLike | bytes | Any, inputs: Sequence[str] | None
     `inputs` / `outputs` are tensor names (`node:0`); by default the Placeholders and the nodes
     nothing reads. The graph is converted with tf2onnx at `opset` and loaded as ONNX.
     """
-    tf, convert = _import_tf()
+    tf, convert = _import_tf(str(model) if isinstance(model, (str, os.PathLike)) else "load_tf")
     from .onnx_loader import load_onnx
     gd, src = _graph_def(tf, model)
     inputs = list(inputs) if inputs else placeholders(gd)
