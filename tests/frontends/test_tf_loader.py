@@ -90,7 +90,7 @@ def test_bad_arguments(fake_tf, tmp_path):
 @pytest.mark.skipif(HAVE_TF, reason="TensorFlow and tf2onnx are installed: the error cannot happen")
 def test_without_tensorflow_the_error_says_what_to_install(tmp_path):
     (tmp_path / "m.pb").write_bytes(b"\x0a\x00")
-    with pytest.raises(pyge.ModelLoadError, match=r'm\.pb: .*pip install "pyge\[tf\]"\); missing: t'):
+    with pytest.raises(pyge.ModelLoadError, match=r"m\.pb: .*pip install -e '\.\[tf\]'\); missing: t"):
         pyge.load_tf(tmp_path / "m.pb")
     from pyge import cli
     assert cli.main(["run", str(tmp_path / "m.pb")]) == 1

@@ -59,7 +59,7 @@ def _graph_id(p: argparse.ArgumentParser) -> None:
 
 
 def _tf_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("TensorFlow frozen graphs (MODEL.pb; needs pip install \"pyge[tf]\")")
+    g = p.add_argument_group("TensorFlow frozen graphs (MODEL.pb; needs the extra: pip install -e '.[tf]')")
     g.add_argument("--pb-inputs", nargs="+", metavar="NODE:0",
                    help="input tensors (default: the Placeholders)")
     g.add_argument("--pb-outputs", nargs="+", metavar="NODE:0",

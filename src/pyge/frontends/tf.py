@@ -2,7 +2,7 @@
 
 GE parses TensorFlow `.pb` models itself; pyge converts them to ONNX with tf2onnx and loads
 that, so one front end (onnx_loader) defines what a graph is. TensorFlow and tf2onnx are an
-optional extra (`pip install "pyge[tf]"`): they are imported only when a model is loaded, and
+optional extra (`pip install -e '.[tf]'` in pyge's folder): they are imported only when a model is loaded, and
 their absence is a ModelLoadError that says what to install.
 
 Inputs default to the graph's Placeholders and outputs to the nodes nothing reads (ops that
@@ -28,7 +28,7 @@ def _import_tf(src: str):
         from tf2onnx import convert
     except ImportError as err:
         raise ModelLoadError(f"{src}: reading TensorFlow models needs TensorFlow and tf2onnx "
-                             f"(pip install \"pyge[tf]\"); missing: {err.name or err}") from err
+                             f"(the optional extra: pip install -e '.[tf]'); missing: {err.name or err}") from err
     return tf, convert
 
 
