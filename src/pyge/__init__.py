@@ -4,9 +4,15 @@
     g = pyge.load_onnx("model.onnx")
     model = pyge.compile(g, device="cpu")
     outputs = model.run({"input": x})
+
+Importing pyge is cheap: the public names below are resolved on first use (PEP 562), so that
+`pyge --help` and tools that only need the error classes do not pay for importing torch.
+`from pyge import X` works for every name in `__all__`, and so does `pyge.<submodule>`.
 """
 from __future__ import annotations
 
+import importlib as _importlib
+import importlib.util as _importlib_util
 import os as _os
 
 # How torch's idle OpenMP threads wait between operators. Sleeping at once (PASSIVE) makes
@@ -16,25 +22,47 @@ import os as _os
 # (pip's torch) counts spin iterations, Intel/LLVM OpenMP takes milliseconds.
 # `python benchmarks/bench_omp_wait.py` measures all three (README, "OpenMP waits"). Only when
 # the user has set none of these, and only if torch is imported after pyge (OpenMP reads them
-# when it loads).
+# when it loads): torch is imported lazily, by the first use of a name that needs it, so it
+# always comes after this.
 if not any(k in _os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")):
     _os.environ["GOMP_SPINCOUNT"] = "10000"
     _os.environ["KMP_BLOCKTIME"] = "1"
 
-from .compiler import compile_graph as compile  # noqa: A001 - the public name is pyge.compile
-from .errors import (CustomPassError, ExecutionError, GraphCycleError, GraphError, InputError,
-                     ModelFileError, ModelLoadError, OptionError, PassError, PlanError, PluginError,
-                     PygeError, UnsupportedOperatorError, VerificationError, DumpError)
-from .frontends.onnx_loader import load_onnx
-from .ir import Graph, GraphBuilder, Node, Value, format_graph
-from .model import CompiledModel
-from .passes.custom import (GRAPH_FAILED, GRAPH_PARAM_INVALID, GRAPH_SUCCESS, StreamPassContext,
-                            clear_custom_passes, custom_passes_scope, custom_stream_pass,
-                            register_custom_pass, unregister_custom_pass)
-from .passes.engines import register_engine
-from . import examples  # noqa: E402 - pyge.examples.reference_graph() for the demo and tests
+# The error family is plain Python: imported at once, so `except pyge.PygeError` costs nothing.
+from .errors import (CustomPassError, DumpError, ExecutionError, GraphCycleError, GraphError,  # noqa: E402
+                     InputError, ModelFileError, ModelLoadError, OptionError, PassError, PlanError,
+                     PluginError, PygeError, UnsupportedOperatorError, VerificationError)
 
 __version__ = "0.1.0"
+
+# public name -> (module relative to pyge, attribute in it; None: the module itself)
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "compile": (".compiler", "compile_graph"),
+    "load_onnx": (".frontends.onnx_loader", "load_onnx"),
+    "load_tf": (".frontends.tf", "load_tf"),
+    "from_torch": (".frontends.torch_export", "from_torch"),
+    "Graph": (".ir", "Graph"),
+    "GraphBuilder": (".ir", "GraphBuilder"),
+    "Node": (".ir", "Node"),
+    "Value": (".ir", "Value"),
+    "format_graph": (".ir", "format_graph"),
+    "CompiledModel": (".model", "CompiledModel"),
+    "register_custom_pass": (".passes.custom", "register_custom_pass"),
+    "custom_stream_pass": (".passes.custom", "custom_stream_pass"),
+    "unregister_custom_pass": (".passes.custom", "unregister_custom_pass"),
+    "clear_custom_passes": (".passes.custom", "clear_custom_passes"),
+    "custom_passes_scope": (".passes.custom", "custom_passes_scope"),
+    "StreamPassContext": (".passes.custom", "StreamPassContext"),
+    "GRAPH_SUCCESS": (".passes.custom", "GRAPH_SUCCESS"),
+    "GRAPH_FAILED": (".passes.custom", "GRAPH_FAILED"),
+    "GRAPH_PARAM_INVALID": (".passes.custom", "GRAPH_PARAM_INVALID"),
+    "register_engine": (".passes.engines", "register_engine"),
+    "examples": (".examples", None),
+    "Session": (".session", "Session"),
+    "SessionError": (".session", "SessionError"),
+    "load_model": (".modelfile", "load_model"),
+    "save_model": (".modelfile", "save_model"),
+}
 
 __all__ = [
     "compile", "load_onnx", "Graph", "GraphBuilder", "Node", "Value", "format_graph", "CompiledModel",
@@ -44,15 +72,24 @@ __all__ = [
     "register_custom_pass", "custom_stream_pass", "unregister_custom_pass", "clear_custom_passes",
     "custom_passes_scope", "StreamPassContext", "GRAPH_SUCCESS", "GRAPH_FAILED", "GRAPH_PARAM_INVALID",
     "register_engine", "examples",
+    "Session", "SessionError", "load_model", "save_model",
+    "from_torch", "load_tf",
 ]
 
-# -- product surface: GE-style sessions and offline models (.pgm) ---------------------------
-from .session import Session, SessionError  # noqa: E402
-from .modelfile import load_model, save_model  # noqa: E402
 
-__all__ += ["Session", "SessionError", "load_model", "save_model"]
+def __getattr__(name: str):
+    """Resolve a public name (or a submodule, `pyge.kernels` say) on first use, then keep it."""
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        mod = _importlib.import_module(module, __name__)
+        value = mod if attr is None else getattr(mod, attr)
+    elif not name.startswith("__") and _importlib_util.find_spec(f"{__name__}.{name}") is not None:
+        value = _importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
-# -- PyTorch front end (torch.export) ---------------------------------------------------------
-from .frontends.torch_export import from_torch  # noqa: E402
 
-__all__ += ["from_torch"]
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -6,8 +6,10 @@ after the other. A ten-line pass, SplitAbs, gives `Abs_1` a stream of its own; t
 graph then has a Send/Recv pair around `Abs_1` and the profile shows the two overlapping.
 
 The demo compiles the graph twice (graph 1: built-in allocation only; graph 2: with SplitAbs),
-dumps both compiles as GE would with DUMP_GE_GRAPH=2, runs both, checks they agree, profiles
-both and writes a trace and a timeline picture of each.
+dumps both compiles as GE would with DUMP_GE_GRAPH=2, runs both and checks they agree, times
+them in interleaved rounds (a ratio taken within each round, so that the machine's load weighs
+on both alike: timed one after the other, on a busy machine the verdict could flip), profiles
+both and writes a trace and a timeline picture of each, the two pictures on one time axis.
 """
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ from typing import Iterator, TextIO
 import numpy as np
 
 from . import progress
-from .cli_format import ms, table
+from .cli.table import ms, table
+from .errors import OptionError
+from .profiling.compare import Spread, interleaved, speedups
 
 PASS_NAME = "SplitAbs"      # the name the reference registers its pass under
 MOVED = "Abs_1"
@@ -118,6 +122,8 @@ def _dump_lines(files: list[Path], out: TextIO) -> None:
 def run_demo(out: str | None = None, runs: int = 20, stream: TextIO | None = None) -> int:
     """Run the demo; prints to `stream` (stdout) and returns 0."""
     from .examples import reference_inputs
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise OptionError(f"demo: runs must be an integer >= 1, got {runs!r}")
     w = stream or sys.stdout
     folder = Path(out) if out else Path(tempfile.mkdtemp(prefix="pyge-demo-"))
     dumps = folder / "dumps"
@@ -143,25 +149,60 @@ def run_demo(out: str | None = None, runs: int = 20, stream: TextIO | None = Non
     diff = max(float(np.max(np.abs(np.asarray(r1[k], np.float64) - np.asarray(r2[k], np.float64))))
                for k in r1)
     print(f"\n3. both versions run: outputs {'identical' if diff == 0 else f'differ by at most {diff:.3g}'}", file=w)
-    rows, pictures = [], []
-    with progress.bar(2, f"profiling {runs} runs of each version") as bar:
+    _comparison(m1, m2, feeds, runs, w)
+    _profiles(m1, m2, feeds, runs, other, folder, w)
+    return 0
+
+
+def compare_runs(m1, m2, feeds, rounds: int) -> Spread:
+    """The speedup of `m2` over `m1` (m1's time / m2's time per round, > 1: m2 is faster),
+    measured in interleaved rounds (profiling/compare.py), so that the load of the machine
+    weighs on both alike."""
+    runners = {"before": lambda: m1.run(feeds), "after": lambda: m2.run(feeds)}
+    for fn in runners.values():               # warm up: worker threads, allocator
+        fn()
+        fn()
+    with progress.bar(rounds, f"timing both versions, {rounds} interleaved round(s)") as bar:
+        times = interleaved(runners, rounds, on_round=lambda k: bar.advance())
+    return Spread.of(speedups(times, "before")["after"])
+
+
+def _comparison(m1, m2, feeds, runs: int, w: TextIO) -> None:
+    sp = compare_runs(m1, m2, feeds, runs)
+    if sp.low > 1.0:
+        verdict = f"with {PASS_NAME} it is faster, beyond the spread of the rounds"
+    elif sp.high < 1.0:
+        verdict = f"with {PASS_NAME} it is slower, beyond the spread of the rounds"
+    else:
+        verdict = "no difference beyond the spread of the rounds"
+    print(f"\n4. both versions timed run for run: {runs} interleaved round(s), each running both once", file=w)
+    print(f"    speedup of graph 2 over graph 1: {sp.median:.2f}x (middle half of the rounds "
+          f"{sp.low:.2f}x-{sp.high:.2f}x)", file=w)
+    print("    (speedup = graph 1's time / graph 2's time in the same round; > 1: graph 2 is faster)", file=w)
+    print(f"    verdict: {verdict}", file=w)
+    print("    (concurrency does not always pay: operators that compete for the same cores may not "
+          "speed up; the measurement is the judge)", file=w)
+
+
+def _profiles(m1, m2, feeds, runs: int, other: str | None, folder: Path, w: TextIO) -> None:
+    rows, profs = [], []
+    with progress.bar(2, f"profiling {runs} run(s) of each version") as bar:
         for label, m in (("before", m1), ("after", m2)):
             prof = m.profile(feeds, runs=runs)
             rows.append(_profile_row(label, m, prof, other))
-            pictures.append(prof.plot(folder / f"timeline_{label}.png"))
+            profs.append((label, prof))
             prof.save_trace(folder / f"trace_{label}.json")
             bar.advance()
-    print(f"\n4. profile, median of {runs} runs each:", file=w)
+    print(f"\n5. profile, median of {runs} run(s) each:", file=w)
     print(table(["version", "streams", "events", "wall", "sum of op times", "concurrency",
                  f"{MOVED} || {other or '?'}"], rows, indent="    "), file=w)
-    print("    (concurrency does not always pay: operators that compete for the same cores may not "
-          "speed up; the profile is the judge)", file=w)
-    print("\n5. timelines (one row per stream) and Chrome/Perfetto traces:", file=w)
+    span = max(p.span() for _, p in profs)     # one time axis for both pictures
+    pictures = [p.plot(folder / f"timeline_{label}.png", span_s=span) for label, p in profs]
+    print("\n6. timelines (one row per stream, both on the same time axis) and Chrome/Perfetto traces:", file=w)
     for p in pictures:
         print(f"    {p}", file=w)
-    for label in ("before", "after"):
+    for label, _ in profs:
         print(f"    {folder / f'trace_{label}.json'}", file=w)
-    return 0
 
 
 def _profile_row(label: str, model, prof, other: str | None) -> list[str]:
@@ -176,4 +217,4 @@ def _profile_row(label: str, model, prof, other: str | None) -> list[str]:
             f"{s['concurrency']:.2f}x", overlap]
 
 
-__all__ = ["run_demo", "compile_both", "partner_of", "PASS_NAME", "MOVED"]
+__all__ = ["run_demo", "compile_both", "compare_runs", "partner_of", "PASS_NAME", "MOVED"]

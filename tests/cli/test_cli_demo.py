@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
-from pyge.demo import run_demo
-
+import pyge
+from pyge.demo import compare_runs, run_demo
 
 
 def test_demo_in_process(tmp_path, capsys):
@@ -26,6 +27,14 @@ def test_demo_in_process(tmp_path, capsys):
     assert "Abs_1 moves from stream 0 to stream 1" in out
     assert re.search(r"event e0: Send after Abs_1 on stream 1 -> Recv before Add_1 on stream 0", out)
     assert "outputs identical" in out
+    # the before/after comparison: interleaved rounds, one ratio with its spread, a verdict
+    m = re.search(r"4\. both versions timed run for run: 3 interleaved round\(s\)", out)
+    assert m, out
+    m = re.search(r"speedup of graph 2 over graph 1: (\d+\.\d\d)x \(middle half of the rounds "
+                  r"(\d+\.\d\d)x-(\d+\.\d\d)x\)", out)
+    assert m and float(m.group(2)) <= float(m.group(1)) <= float(m.group(3)), out
+    assert "graph 1's time / graph 2's time" in out and "verdict: " in out
+    assert "both on the same time axis" in out
     dumps = sorted(p.name for p in (tmp_path / "dumps").iterdir())
     assert any(n.endswith("_graph_2_RunCustomPass_BeforeAssignLogicStreamSplitAbs.pbtxt") for n in dumps)
     assert any(n.endswith("_graph_2_RunCustomPass_AfterAssignLogicStreamSplitAbs.pbtxt") for n in dumps)
@@ -50,3 +59,24 @@ def test_demo_command_no_arguments(tmp_path):
     folder = Path(m.group(1))
     assert folder.parent == tmp_path and (folder / "timeline_after.png").exists()
     assert "SplitAbs" in p.stdout and "concurrency" in p.stdout
+
+
+def test_compare_runs_is_interleaved_and_counts_every_round(monkeypatch):
+    from pyge.examples import reference_inputs
+    from pyge.profiling import compare
+    seen = {}
+    real = compare.interleaved
+
+    def spy(runners, rounds, **kw):
+        seen["names"], seen["rounds"] = list(runners), rounds
+        return real(runners, rounds, **kw)
+    monkeypatch.setattr("pyge.demo.interleaved", spy)
+    m = pyge.compile(pyge.examples.reference_graph())
+    sp = compare_runs(m, m, reference_inputs(), 4)
+    assert seen == {"names": ["before", "after"], "rounds": 4}
+    assert sp.n == 4 and sp.low <= sp.median <= sp.high
+
+
+def test_demo_refuses_a_bad_count():
+    with pytest.raises(pyge.OptionError, match="runs"):
+        run_demo(runs=0)

@@ -7,7 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from pyge import cli, cli_commands
+from pyge import cli
+from pyge.cli import commands as cli_commands
 from pyge.options import accepted_keys
 
 
@@ -87,8 +88,9 @@ def test_corrupt_pgm(capsys, tmp_path):
 
 
 def test_bad_input_file(capsys, onnx_file, tmp_path):
+    # a missing file is a bad command line, refused before the model is compiled
     code, _, err = run_cli(capsys, "run", str(onnx_file), "--input", f"x={tmp_path / 'none.npy'}")
-    assert code == 1 and "input file not found" in one_line(err)
+    assert code == 2 and "input file not found" in one_line(err) and "--input" in err
     np.save(tmp_path / "wrong.npy", np.zeros((3, 3), np.float32))
     code, _, err = run_cli(capsys, "run", str(onnx_file), "--input", f"x={tmp_path / 'wrong.npy'}")
     assert code == 1 and "shape" in one_line(err)

@@ -50,3 +50,54 @@ def test_quick_work_draws_nothing():
     with progress.task("quick", stream=s):
         pass
     assert s.getvalue() == ""
+
+
+def _tune_model(tmp_path):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.eye(64, dtype=np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], [f"m{i}"], name=f"mm{i}") for i in range(2)]
+    nodes.append(helper.make_node("Add", ["m0", "m1"], ["y"], name="join"))
+    g = helper.make_graph(nodes, "pair", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])], [w])
+    path = tmp_path / "pair.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_tune_shows_progress_on_a_terminal_only(tmp_path):
+    """`pyge tune` used to print nothing for its whole budget."""
+    import os
+    import pty
+    import subprocess
+    import threading
+
+    from ._proc import pyge, pyge_command
+    model = _tune_model(tmp_path)
+    argv = [*pyge_command(), "tune", str(model), "--budget-s", "2", "--streams", "2", "--top", "1"]
+    env = {k: v for k, v in os.environ.items() if k != "PYGE_NO_PROGRESS"}
+    master, slave = pty.openpty()
+    got = bytearray()
+
+    def drain():
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            got.extend(chunk)
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=slave, env=env, timeout=180, text=True)
+    os.close(slave)
+    reader.join(timeout=10)
+    os.close(master)
+    assert p.returncode == 0 and "chosen:" in p.stdout
+    shown = got.decode(errors="replace")
+    assert "tuning pair: " in shown and "round" in shown, shown[-500:]
+    assert "chosen:" not in shown                      # the report stays on stdout
+    quiet = subprocess.run(argv, capture_output=True, env=env, timeout=180, text=True)
+    assert quiet.returncode == 0 and quiet.stderr == ""   # not a terminal: nothing drawn

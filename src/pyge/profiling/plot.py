@@ -42,7 +42,9 @@ _DPI = 110
 
 def _title(profile, run: int, scale: float, unit: str) -> str:
     s = profile.summary()
-    parts = [f"{profile.graph_name} on {profile.device} ({profile.mode}), run {run} of {s['runs']}",
+    runs = sorted({r.run for r in profile.records})
+    parts = [f"{profile.graph_name} on {profile.device} ({profile.mode}), "
+             f"run {runs.index(run) + 1 if run in runs else run + 1} of {s['runs']}",
              f"wall {s['wall_s'] * scale:.3g} {unit}, serial {s['serial_s'] * scale:.3g} {unit}, "
              f"concurrency {s['concurrency']:.2f}x"]
     if s.get("bound") is not None:
@@ -74,7 +76,10 @@ def _draw_events(ax, events, t0, scale):
                     fontsize=_FONT, va="center")
 
 
-def plot_timeline(profile, path, run: int | None = None) -> str:
+def plot_timeline(profile, path, run: int | None = None, span_s: float | None = None) -> str:
+    """Draw `run` (default: the representative one) and write it to `path`. `span_s` fixes the
+    time axis (its length in seconds, and so its unit), so that pictures of two profiles that
+    are meant to be compared share one scale; it grows to fit this run if too short."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
@@ -85,7 +90,7 @@ def plot_timeline(profile, path, run: int | None = None) -> str:
     if not recs:
         raise PygeError(f"profile has no operator records for run {run}")
     t0 = min(r.start for r in recs)
-    span = max(r.end for r in recs) - t0
+    span = max(max(r.end for r in recs) - t0, span_s or 0.0)
     scale, unit = _unit(span)
     n = max(profile.num_streams, 1 + max(r.stream for r in recs))
     fig = Figure(figsize=(14, 1.9 + 0.8 * n), dpi=_DPI, layout="constrained")

@@ -15,7 +15,7 @@ class Profile:
         prof.summary()        wall, serial sum, concurrency, per-stream busy, critical-path bound
         prof.overlap(a, b)    seconds operators a and b ran at the same time (median over runs)
         prof.save_trace(p)    Chrome/Perfetto trace JSON
-        prof.plot(p)          per-stream timeline PNG
+        prof.plot(p)          per-stream timeline PNG (span_s=: a time axis shared with another)
     """
 
     def __init__(self, graph_name: str, device: str, num_streams: int, plan,
@@ -76,6 +76,12 @@ class Profile:
         order = sorted(spans, key=lambda k: spans[k][1] - spans[k][0])
         return order[len(order) // 2]
 
+    def span(self, run: int | None = None) -> float:
+        """Seconds from the first operator start to the last end of one run (the
+        representative one unless `run` says otherwise): the width of its timeline."""
+        recs = self.run_records(self.representative_run() if run is None else run)
+        return max(r.end for r in recs) - min(r.start for r in recs) if recs else 0.0
+
     # -- outputs --------------------------------------------------------------------------
     def summary(self):
         from .summary import compute_summary
@@ -89,9 +95,12 @@ class Profile:
         from .trace import save_trace
         return save_trace(self, path)
 
-    def plot(self, path, run: int | None = None) -> str:
+    def plot(self, path, run: int | None = None, span_s: float | None = None) -> str:
+        """A per-stream timeline picture of one run (the representative one unless `run`, an
+        index of prof.runs, says otherwise); `span_s` fixes the time axis, for side-by-side
+        pictures of two profiles."""
         from .plot import plot_timeline
-        return plot_timeline(self, path, run=run)
+        return plot_timeline(self, path, run=run, span_s=span_s)
 
     def __str__(self) -> str:
         return str(self.summary())

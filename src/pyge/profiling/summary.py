@@ -9,6 +9,7 @@
     bound        serial / critical, the most concurrency the graph allows with these op times
     schedule     the longest path when each stream's own order is added as edges: what this
                  plan's stream assignment allows with no overhead at all
+    op_types     per operator type: ops per run, median time per run, share of serial
 """
 from __future__ import annotations
 
@@ -115,8 +116,24 @@ def compute_summary(profile) -> dict:
            "serial_s": serial, "concurrency": serial / wall if wall > 0 else 0.0,
            "overlap_s": median([busy_overlap(rs) for rs in runs.values()]),
            "streams": streams, "stream_busy_s": {d["stream"]: d["busy_s"] for d in streams}}
+    out["op_types"] = op_type_breakdown(runs, serial)
     out.update(_bounds(profile, serial))
     return Summary(out)
+
+
+def op_type_breakdown(runs: dict[int, list[OpRecord]], serial: float) -> list[dict]:
+    """Where the time goes, per operator type: ops per run, median time per run, and its share
+    of the serial sum; the most expensive type first."""
+    types = sorted({r.op_type for rs in runs.values() for r in rs})
+    rows = []
+    for t in types:
+        per_run = [sum(r.duration for r in rs if r.op_type == t) for rs in runs.values()]
+        count = sum(1 for rs in runs.values() for r in rs if r.op_type == t) // max(len(runs), 1)
+        time_s = median(per_run)
+        rows.append({"op_type": t, "count": count, "time_s": time_s,
+                     "share": time_s / serial if serial > 0 else 0.0})
+    rows.sort(key=lambda d: (-d["time_s"], d["op_type"]))
+    return rows
 
 
 def _bounds(profile, serial: float) -> dict:
@@ -135,13 +152,30 @@ def _ms(x) -> str:
 
 
 class Summary(dict):
-    """The summary figures as a dict; str() gives the text a person reads."""
+    """The summary figures: a dict (json.dumps-able as it is) whose keys are also attributes
+    (`s.wall_s`, `s.op_types`); str() gives the text a person reads."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"profile summary has no field {name!r}") from None
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self))
+
+    def __repr__(self) -> str:
+        return (f"<profile summary of {self['graph']!r}: wall {_ms(self['wall_s'])}, "
+                f"concurrency {self['concurrency']:.2f}x, {self['num_streams']} stream(s); print() it for the rest>")
+
+    def _repr_pretty_(self, printer, cycle) -> None:      # IPython / Jupyter show the text
+        printer.text(str(self))
 
     def __str__(self) -> str:
         d = self
         lines = [f"profile of {d['graph']!r} on {d['device']} ({d['mode']}): {d['runs']} run(s), "
-                 f"{d['num_streams']} stream(s), {d['num_ops']} op(s) per run",
-                 f"  wall (op span, median)     {_ms(d['wall_s'])}   (run() call {_ms(d['run_wall_s'])})",
+                 f"{d['num_streams']} stream(s), {d['num_ops']} op(s) per run (times are medians over the runs)",
+                 f"  wall (op span)             {_ms(d['wall_s'])}   (run() call {_ms(d['run_wall_s'])})",
                  f"  serial sum of op times     {_ms(d['serial_s'])}",
                  f"  achieved concurrency       {d['concurrency']:.2f}x",
                  f"  time with >= 2 ops running {_ms(d['overlap_s'])}"]
@@ -152,4 +186,15 @@ class Summary(dict):
         for s in d["streams"]:
             lines.append(f"  stream {s['stream']:<3} busy {_ms(s['busy_s']):>12}  "
                          f"{100 * s['utilisation']:5.1f}% of wall, {s['ops']} op(s)")
+        lines += _op_type_lines(d.get("op_types") or [])
         return "\n".join(lines)
+
+
+def _op_type_lines(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    w = max(7, *(len(r["op_type"]) for r in rows))
+    out = ["  time per op type:", f"    {'op type':<{w}}  {'ops':>5}  {'time':>12}  {'share':>6}"]
+    for r in rows:
+        out.append(f"    {r['op_type']:<{w}}  {r['count']:>5}  {_ms(r['time_s']):>12}  {100 * r['share']:5.1f}%")
+    return out

@@ -4,7 +4,7 @@ tuner behind `pyge tune` (try policies x stream counts, keep the fastest measure
     costs.py      measure_costs / static_costs -> OpCosts (a cost file for pyge.costFile)
     simulator.py  simulate(plan, costs) -> SimResult; critical_path_bound(plan, costs)
     tuner.py      tune(graph, device, feeds) -> TuneResult (.table(), .write(policy.json))
-    cli_tune.py   add_tune_parser / run_tune for the `pyge` command
+The `pyge tune` command is pyge/cli/tune.py.
 """
 from __future__ import annotations
 

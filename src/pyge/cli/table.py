@@ -1,7 +1,7 @@
 """Plain-text tables and number formatting for the command line (ASCII only, no colours)."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -85,13 +85,4 @@ def _scalar(x: Any) -> str:
     return str(x)
 
 
-def summary_text(s: Any) -> str:
-    """A profile summary as text, whether it is already text or a mapping of figures."""
-    if isinstance(s, str):
-        return s
-    if isinstance(s, Mapping) and type(s).__str__ is dict.__str__:
-        return key_values((str(k), v) for k, v in s.items())
-    return str(s)
-
-
-__all__ = ["table", "key_values", "human_bytes", "ms", "shape_str", "array_row", "summary_text"]
+__all__ = ["table", "key_values", "human_bytes", "ms", "shape_str", "array_row"]
