@@ -13,7 +13,7 @@ from onnx import numpy_helper
 
 from pyge.frontends import load_onnx
 from pyge.kernels import registry
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 
 # ---------------------------------------------------------------------------------------
 # The onnx package's node test cases for every op these kernels implement.

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import compile_reference, run_reference
+from pyge.executors.interpreter import compile_reference, run_reference
 from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")

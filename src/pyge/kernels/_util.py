@@ -1,4 +1,4 @@
-"""Helpers shared by the tensor / nn / elementwise / reduce kernel modules.
+"""Helpers shared by the kernel modules.
 
 Conventions (see registry.py): run-time tensors are torch tensors, string tensors are numpy
 object arrays; factories parse attributes once and return a lean closure.
@@ -26,16 +26,19 @@ STRING = 8
 FLOAT_TYPES = (torch.float16, torch.float32, torch.float64, torch.bfloat16)
 
 
+def describe(node) -> str:
+    """How every kernel error names its node: ``node 'name' (OpType)``."""
+    return f"node {node.name!r} ({node.op_type})"
+
+
 def node_error(ctx, msg: str) -> GraphError:
     """A build-time error about a malformed node (bad attribute, unsupported mode...)."""
-    n = ctx.node
-    return GraphError(f"node {n.name!r} ({n.op_type}): {msg}")
+    return GraphError(f"{describe(ctx.node)}: {msg}")
 
 
 def run_error(ctx, msg: str) -> ExecutionError:
     """A run-time error about a node's input values (wrong shape, out-of-range index...)."""
-    n = ctx.node
-    return ExecutionError(f"node {n.name!r} ({n.op_type})", ValueError(msg))
+    return ExecutionError(describe(ctx.node), ValueError(msg))
 
 
 def onnx_dtype(ctx, code: int):

@@ -7,18 +7,14 @@ import re
 import numpy as np
 import torch
 
-from ..errors import ExecutionError, GraphError
+from ..errors import GraphError
+from ._util import run_error
 from .registry import KernelContext, register
-from .runtime import describe
-
-
-def _fail(ctx: KernelContext, msg: str) -> ExecutionError:
-    return ExecutionError(describe(ctx.node), ValueError(msg))
 
 
 def _strings(ctx: KernelContext, x) -> np.ndarray:
     if not isinstance(x, np.ndarray):
-        raise _fail(ctx, f"expected a string tensor, got {type(x).__name__}")
+        raise run_error(ctx, f"expected a string tensor, got {type(x).__name__}")
     if x.dtype != object:
         x = x.astype(object)
     # Tensors read from protobufs may hold bytes; kernels work on str.
@@ -42,7 +38,7 @@ def string_normalizer(ctx):
     def run(xs):
         x = _strings(ctx, xs[0])
         if x.ndim not in (1, 2) or (x.ndim == 2 and x.shape[0] != 1):
-            raise _fail(ctx, f"input must have shape [C] or [1, C], got {list(x.shape)}")
+            raise run_error(ctx, f"input must have shape [C] or [1, C], got {list(x.shape)}")
         flat = x.reshape(-1).tolist()
         kept = [change(s) for s in flat if (s if sensitive else s.casefold()) not in stopset]
         if not kept:

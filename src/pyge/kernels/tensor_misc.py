@@ -6,7 +6,7 @@ import torch
 
 from ._util import STRING, node_error, np_of, onnx_dtype, run_error
 from .registry import register
-from .runtime import torch_dtype
+from .convert import torch_dtype
 
 
 @register("BitCast", since=26)

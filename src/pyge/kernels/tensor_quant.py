@@ -25,7 +25,7 @@ from ._util import node_error, norm_axis, run_error
 from .nn_conv import _ConvAttrs, _conv_plan
 from .onednn import Derived
 from .registry import register
-from .runtime import NP_TO_TORCH
+from .convert import NP_TO_TORCH
 
 # Saturation range of each integer quantized type.
 _QRANGE = {torch.int8: (-128, 127), torch.uint8: (0, 255), torch.int16: (-32768, 32767),
