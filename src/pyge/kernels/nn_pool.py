@@ -1,4 +1,4 @@
-"""Windowed pooling: MaxPool (with Indices), AveragePool, LpPool.
+"""Windowed pooling: MaxPool (with Indices), AveragePool, LpPool, and MaxUnpool.
 
 ONNX pads may be asymmetric and larger than torch allows, and its ceil_mode output size
 differs from torch's in corner cases. So the output geometry is computed the ONNX way
@@ -19,7 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._util import node_error
+from ._util import ints, node_error, run_error
 from .registry import register
 
 _MAX = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
@@ -295,4 +295,45 @@ def lp_pool(ctx):
         out, pb, _ = _geometry(a, in_sp)
         xp = F.pad(torch.abs(x) ** p, _fpad(_explicit_pads(a, in_sp, out, pb)))
         return [_sum_pool(xp, a) ** (1.0 / p)]
+    return fn
+
+
+# ---------------------------------------------------------------------------------------
+# MaxUnpool: MaxPool's values scattered back to the positions its indices name
+
+
+@register("MaxUnpool", since=9)
+def max_unpool(ctx):
+    k = list(ctx.attr("kernel_shape") or [])
+    if not k:
+        raise node_error(ctx, "attribute 'kernel_shape' is required")
+    n = len(k)
+    st = list(ctx.attr("strides") or [1] * n)
+    pads = list(ctx.attr("pads") or [0] * (2 * n))
+    if len(st) != n or len(pads) != 2 * n:
+        raise node_error(ctx, f"strides {st} / pads {pads} do not match kernel_shape {k}")
+
+    def fn(xs):
+        x, ind = xs[0], xs[1]
+        out_shape = ints(xs[2]) if len(xs) > 2 and xs[2] is not None else None
+        if x.ndim != n + 2:
+            raise run_error(ctx, f"X {tuple(x.shape)} must have {n} spatial axes")
+        inferred = list(x.shape[:2]) + [(x.shape[2 + d] - 1) * st[d] - (pads[d] + pads[n + d])
+                                        + k[d] for d in range(n)]
+        # The indices address the tensor MaxPool ran on, flattened: output_shape when
+        # given (the spec, onnxruntime and torch's max_unpool; the onnx reference scatters
+        # into the inferred shape and pads that instead), else the inferred shape.
+        shape = inferred
+        if out_shape is not None:
+            if len(out_shape) != len(inferred):
+                raise run_error(ctx, f"output_shape {out_shape} must have rank {x.ndim}")
+            shape = out_shape
+        total = math.prod(shape)
+        flat = ind.reshape(-1).long()
+        if flat.numel() and bool(((flat < 0) | (flat >= total)).any()):
+            raise run_error(ctx, f"indices must lie in [0, {total}) for output shape {shape}")
+        y = torch.zeros(total, dtype=x.dtype, device=x.device)
+        y.index_put_((flat,), x.reshape(-1))
+        y = y.reshape(shape)
+        return [y]
     return fn
