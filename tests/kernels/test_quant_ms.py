@@ -1,4 +1,4 @@
-"""onnxruntime's quantized contrib ops (com.microsoft; kernels/tensor_quant_ms.py) against
+"""onnxruntime's quantized contrib ops (com.microsoft; kernels/tensor_quant_ms*.py) against
 onnxruntime, their oracle (no onnx node cases exist for them): random cases per op, exact
 for integer outputs (float outputs too: the same float32 operations), refusals, and a
 whole CNN quantized by onnxruntime's tool in the QOperator format.
