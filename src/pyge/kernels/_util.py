@@ -24,6 +24,13 @@ ONNX_TO_TORCH: dict[int, Any] = {
 STRING = 8
 
 FLOAT_TYPES = (torch.float16, torch.float32, torch.float64, torch.bfloat16)
+HALF_TYPES = (torch.float16, torch.bfloat16)
+
+
+def compute_dtype(dt):
+    """The type to compute in for inputs of type `dt`: float32 for the half types (the
+    result is rounded once at the end, as the onnx reference does), else `dt` itself."""
+    return torch.float32 if dt in HALF_TYPES else dt
 
 
 def describe(node) -> str:
