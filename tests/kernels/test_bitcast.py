@@ -1,4 +1,4 @@
-"""kernels/tensor_misc.py: BitCast against numpy's view (and onnxruntime where it has
+"""BitCast (kernels/elementwise.py) against numpy's view (and onnxruntime where it has
 the op), and its refusals."""
 from __future__ import annotations
 
