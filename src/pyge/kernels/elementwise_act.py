@@ -110,3 +110,11 @@ def swiglu(ctx):
         gate = F.silu(a) if alpha == 1.0 else a * torch.sigmoid(a * alpha)
         return [gate * b]
     return fn
+
+
+@register("Swish", since=24)
+def swish(ctx):
+    alpha = ctx.attr("alpha", 1.0)
+    if alpha == 1.0:
+        return lambda xs: [F.silu(xs[0])]
+    return lambda xs: [xs[0] * torch.sigmoid(xs[0] * alpha)]

@@ -1,4 +1,4 @@
-"""Windowed pooling: MaxPool (with Indices), AveragePool, LpPool, and MaxUnpool.
+"""Pooling: MaxPool (with Indices), AveragePool, LpPool, their global forms, and MaxUnpool.
 
 ONNX pads may be asymmetric and larger than torch allows, and its ceil_mode output size
 differs from torch's in corner cases. So the output geometry is computed the ONNX way
@@ -336,4 +336,41 @@ def max_unpool(ctx):
         y.index_put_((flat,), x.reshape(-1))
         y = y.reshape(shape)
         return [y]
+    return fn
+
+
+# ---------------------------------------------------------------------------------------
+# Global pools
+
+
+@register("GlobalAveragePool")
+def global_avg_pool(ctx):
+    def fn(xs):
+        x = xs[0]
+        if x.ndim == 4:
+            if x.is_floating_point() and not x.is_contiguous() \
+                    and x.is_contiguous(memory_format=torch.channels_last):
+                # Channels-last (the CPU convolutions' output): avg_pool2d over the whole
+                # plane sums each channel in one order. adaptive_avg_pool2d would not (vector
+                # lanes and the tail differ: identical channels, different means), and a
+                # copy to NCHW first costs 10-30x the pool.
+                return [F.avg_pool2d(x, tuple(x.shape[2:]))]
+            return [F.adaptive_avg_pool2d(x, 1)]
+        return [x.mean(tuple(range(2, x.ndim)), keepdim=True)]
+    return fn
+
+
+@register("GlobalMaxPool")
+def global_max_pool(ctx):
+    return lambda xs: [torch.amax(xs[0], tuple(range(2, xs[0].ndim)), keepdim=True)]
+
+
+@register("GlobalLpPool", since=2)
+def global_lp_pool(ctx):
+    p = ctx.attr("p", 2)
+
+    def fn(xs):
+        x = xs[0]
+        dims = tuple(range(2, x.ndim))
+        return [torch.sum(torch.abs(x) ** p, dims, keepdim=True) ** (1.0 / p)]
     return fn
