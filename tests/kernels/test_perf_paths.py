@@ -17,7 +17,7 @@ import torch
 from onnx import TensorProto, helper
 
 import pyge
-from pyge.kernels.tensor import _reshape
+from pyge.kernels.tensor_shape import _reshape
 
 
 @pytest.mark.parametrize("c,h,g", [(136, 28, 4), (272, 14, 4), (24, 20, 3), (64, 16, 2)])

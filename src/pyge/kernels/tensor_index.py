@@ -1,5 +1,6 @@
-"""Index-based kernels: GatherElements, GatherND, ScatterElements/Scatter, ScatterND,
-OneHot, NonZero, TopK, Compress, ReverseSequence, and TensorScatter (the KV-cache update)."""
+"""Index-based kernels: Gather, GatherElements, GatherND, ScatterElements/Scatter,
+ScatterND, OneHot, NonZero, TopK, Compress, ReverseSequence, and TensorScatter (the
+KV-cache update)."""
 from __future__ import annotations
 
 import math
@@ -7,7 +8,8 @@ import math
 import numpy as np
 import torch
 
-from ._util import int_input, ints, node_error, norm_axis, run_error, scalar
+from ._util import (const_tensor, int_input, ints, is_str, node_error, norm_axis, np_of, run_error,
+                    scalar)
 from .registry import register
 
 
@@ -15,6 +17,39 @@ def _wrap(idx, dim):
     """Negative indices count from the end of a dimension of size `dim` (tensor or int)."""
     idx = idx.long() if idx.dtype != torch.int64 else idx
     return torch.where(idx < 0, idx + dim, idx)
+
+
+@register("Gather")
+def gather(ctx):
+    axis = ctx.attr("axis", 0)
+    c = ctx.const_input(1)
+    if c is not None and c.ndim == 0 and c.item() >= 0:
+        k = int(c.item())
+        # Fast path: a constant scalar index is a select (a view).
+        return lambda xs: [xs[0][(slice(None),) * norm_axis(axis, xs[0].ndim) + (k,)]]
+    const_idx = None
+    if c is not None and (c >= 0).all():
+        const_idx = const_tensor(c.astype(np.int64).reshape(-1), ctx.device)
+        idx_shape = tuple(c.shape)
+
+    def fn(xs):
+        x, idx = xs
+        ax = norm_axis(axis, x.ndim)
+        if is_str(x):
+            return [np.take(x, np_of(idx), axis=ax)]
+        if const_idx is not None:
+            flat, shape = const_idx, idx_shape
+        else:
+            dim = x.shape[ax]
+            idx = idx.long() if idx.dtype != torch.int64 else idx
+            flat, shape = torch.where(idx < 0, idx + dim, idx).reshape(-1), tuple(idx.shape)
+            if flat.device.type != "cpu" and flat.numel() and \
+                    not bool(((flat >= 0) & (flat < dim)).all()):
+                # (the CPU kernel raises by itself; a device kernel would assert instead)
+                raise run_error(ctx, f"Gather index out of range for axis {ax} of size {dim}")
+        out = x.index_select(ax, flat)
+        return [out.reshape(tuple(x.shape[:ax]) + shape + tuple(x.shape[ax + 1:]))]
+    return fn
 
 
 @register("GatherElements", since=11)
