@@ -66,7 +66,6 @@ def const_tensor(arr: Any, device: Any) -> Any:
     return t.to(device) if str(device) != "cpu" else t
 
 
-
 # Tensors a kernel keeps and returns run after run (a Constant node's value, a static
 # ConstantOfShape, a body graph's initializers): storage address -> how many live there.
 # Executors hand a graph output that lives in such a storage to the caller as a copy

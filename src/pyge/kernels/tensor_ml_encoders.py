@@ -15,10 +15,6 @@ from .registry import register
 from .tensor_ml import ML, _s
 
 
-def _tensor_attr(v):
-    return None if v is None else np.asarray(v).reshape(-1)
-
-
 def _key_kind(arr: np.ndarray) -> str:
     return "s" if arr.dtype.kind in ("O", "U", "S") else ("f" if arr.dtype.kind == "f" else "i")
 

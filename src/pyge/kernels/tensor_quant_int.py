@@ -17,7 +17,6 @@ import torch
 import torch.nn.functional as F
 
 from ._util import node_error, run_error
-from .convert import NP_TO_TORCH
 from .nn_conv import _ConvAttrs, _conv_plan
 from .onednn import Derived
 from .registry import register
@@ -203,12 +202,6 @@ def _scales(ctx, idx: tuple, opset_half: bool) -> None:
     types = {ctx.input_dtype(i) for i in idx} - {None}
     if len(types) > 1:
         raise node_error(ctx, f"the scales' types differ: {sorted(types)}")
-
-
-def _out_type(ctx, x_index: int, yz_index: int):
-    """The output type: y_zero_point's (else the quantized input's)."""
-    t = ctx.input_dtype(yz_index) if ctx.has_input(yz_index) else ctx.input_dtype(x_index)
-    return NP_TO_TORCH.get(t) if t is not None else None
 
 
 @register("QLinearMatMul", since=10)
