@@ -8,9 +8,8 @@ geometry (the common case, and the fast one), otherwise the input is padded expl
 On the CPU, 2-D MaxPool without indices can also run separably (_separable_max): a max over
 each axis in turn, as a few torch.maximum calls on strided views, windows clipped at the
 borders instead of padded. The values are the same (max is exact, and both propagate NaN).
-torch's own kernel is several times slower than that on NCHW input and somewhat slower on
-channels-last input with many output pixels (benchmarks/bench_kernels_cpu.py); it is
-mostly faster on small outputs.
+It is taken where it is the faster form (_use_separable: NCHW input, and channels-last
+input with many output pixels); benchmarks/bench_kernels_cpu.py compares the two.
 """
 from __future__ import annotations
 
@@ -353,7 +352,7 @@ def global_avg_pool(ctx):
                 # Channels-last (the CPU convolutions' output): avg_pool2d over the whole
                 # plane sums each channel in one order. adaptive_avg_pool2d would not (vector
                 # lanes and the tail differ: identical channels, different means), and a
-                # copy to NCHW first costs 10-30x the pool.
+                # copy to NCHW first would cost far more than the pool itself.
                 return [F.avg_pool2d(x, tuple(x.shape[2:]))]
             return [F.adaptive_avg_pool2d(x, 1)]
         return [x.mean(tuple(range(2, x.ndim)), keepdim=True)]
