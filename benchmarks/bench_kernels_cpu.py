@@ -36,7 +36,7 @@ except ImportError:                        # a bare checkout: use the source tre
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
     from pyge.frontends import load_onnx
 from pyge.kernels import nn_pool  # noqa: E402
-from pyge.kernels.runtime import compile_reference  # noqa: E402
+from pyge.executors.interpreter import compile_reference  # noqa: E402
 
 # (model, K, N): the fully connected layers, weight N x K.
 GEMM_CASES = [("alexnet fc6", 9216, 4096), ("alexnet fc7", 4096, 4096), ("alexnet fc8", 4096, 1000),

@@ -19,7 +19,7 @@ import pyge
 from pyge.errors import ModelLoadError, UnsupportedOperatorError
 from pyge.frontends.onnx_proto import graph_to_model
 from pyge.frontends.torch_export import OPSET, from_torch
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 
 RTOL, ATOL = 1e-4, 1e-5
 

@@ -13,7 +13,7 @@ import pytest
 from onnx.reference import ReferenceEvaluator
 
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 from pyge.testing import one_node_model
 
 RTOL, ATOL = 1e-3, 1e-7

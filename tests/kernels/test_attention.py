@@ -27,7 +27,7 @@ import pyge
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
 from pyge.kernels import nn_attention
-from pyge.kernels.runtime import compile_reference, run_reference
+from pyge.executors.interpreter import compile_reference, run_reference
 
 _NAMES = ["Q", "K", "V", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen"]
 _TYPES = {np.dtype("float32"): TP.FLOAT, np.dtype("float16"): TP.FLOAT16,

@@ -1,5 +1,5 @@
 """The onnx package's `pytorch-converted` and `pytorch-operator` backend cases, run with
-pyge's reference interpreter (`pyge.kernels.runtime.run_reference`).
+pyge's reference interpreter (`pyge.executors.interpreter.run_reference`).
 
 Each case dir holds model.onnx and test_data_set_*/{input,output}_*.pb; the outputs were
 produced by PyTorch when the cases were made (a reference no one here wrote).
@@ -18,7 +18,7 @@ import pytest
 from onnx import numpy_helper
 
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 
 DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
 RTOL, ATOL = 1e-3, 1e-7

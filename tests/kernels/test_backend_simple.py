@@ -1,7 +1,7 @@
 """ONNX backend 'simple' model tests, run through pyge's reference interpreter.
 
 One case per folder of ``onnx/backend/test/data/simple``: the model is loaded with
-``pyge.frontends.load_onnx`` and run with ``pyge.kernels.runtime.run_reference`` on every
+``pyge.frontends.load_onnx`` and run with ``pyge.executors.interpreter.run_reference`` on every
 ``test_data_set_*``. Tolerances are the ONNX backend test defaults: ``rtol=1e-3``,
 ``atol=1e-7`` (``np.testing.assert_allclose``); dtypes and shapes must match exactly, string
 tensors must be equal. Inputs/outputs typed as sequences are read as ``SequenceProto``,
@@ -18,7 +18,7 @@ import pytest
 from onnx import numpy_helper
 
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 
 SIMPLE = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "simple")
 

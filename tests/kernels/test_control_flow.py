@@ -20,7 +20,7 @@ from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import ExecutionError
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 
 F, I64, B = T.FLOAT, T.INT64, T.BOOL
 

@@ -1,5 +1,5 @@
 """The nine "light" model-zoo models shipped with the onnx package, run with pyge's reference
-interpreter (`pyge.kernels.runtime.run_reference`).
+interpreter (`pyge.executors.interpreter.run_reference`).
 
 Two references, neither written here:
 
@@ -29,7 +29,8 @@ import pytest
 from onnx import numpy_helper
 
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import compile_reference, to_numpy, to_torch
+from pyge.executors.interpreter import compile_reference
+from pyge.kernels.convert import to_numpy, to_torch
 from pyge.testing import LIGHT_DIR, LIGHT_MODELS
 
 LIGHT, NAMES = LIGHT_DIR, LIGHT_MODELS

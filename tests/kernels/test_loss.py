@@ -9,7 +9,7 @@ from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import GraphError, PygeError
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 from pyge.testing import one_node_model
 
 RNG = np.random.default_rng(11)

@@ -10,7 +10,7 @@ from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 
 ort = pytest.importorskip("onnxruntime")
 RNG = np.random.default_rng(0)

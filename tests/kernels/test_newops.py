@@ -1,5 +1,6 @@
-"""DeformConv, TensorScatter, SwiGLU, CausalConvWithState, LinearAttention
-(src/pyge/kernels/nn_newops.py) beyond the onnx node cases: random cases against
+"""DeformConv (kernels/nn_deform_conv.py), TensorScatter (tensor_index.py), SwiGLU
+(elementwise_act.py), CausalConvWithState and LinearAttention (nn_linear_attention.py)
+beyond the onnx node cases: random cases against
 onnxruntime (DeformConv, TensorScatter) or the onnx reference evaluator, shapes the node
 cases miss (1-D/3-D deformable convolutions, GQA with per-key decay, ...), and the
 compile-time refusals."""
@@ -13,7 +14,7 @@ from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 from pyge.testing import one_node_model
 
 

@@ -61,7 +61,8 @@ def test_conv_weight_cache_follows_the_weight():
     x = f32(1, 4, 6, 6)
     m = _model("Conv", {"x": x, "w": f32(5, 4, 3, 3)}, {"pads": [1, 1, 1, 1]}, 13)
     g = load_onnx(m)
-    from pyge.kernels.runtime import compile_reference, to_numpy, to_torch
+    from pyge.executors.interpreter import compile_reference
+    from pyge.kernels.convert import to_numpy, to_torch
     run = compile_reference(g)
     for _ in range(3):
         w = f32(5, 4, 3, 3)
@@ -75,7 +76,7 @@ def test_conv_weight_cache_follows_the_weight():
                                       ("Pad", {"mode": "mirror"})])
 def test_bad_attributes_are_graph_errors(op, attrs):
     from pyge.errors import GraphError
-    from pyge.kernels.runtime import compile_reference
+    from pyge.executors.interpreter import compile_reference
     inputs = {"x": f32(1, 2, 4, 4)}
     if op == "Conv":
         inputs["w"] = f32(2, 2, 1, 1)

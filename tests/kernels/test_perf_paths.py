@@ -1,7 +1,7 @@
 """Fast paths in the kernels give the same values as the plain ones.
 
 Gemm / MatMul with a constant float32 weight run on oneDNN's packed weight
-(nn._packed_linear); everything else (a weight fed at run time, alpha or beta other than 1,
+(nn_matmul._packed_linear); everything else (a weight fed at run time, alpha or beta other than 1,
 a bias oneDNN cannot take, other dtypes) keeps torch's matmul. Both must give numpy's answer.
 
 Reshape: a copy-requiring 4-D reshape of a channels-last-backed view (the channel shuffle
@@ -17,7 +17,7 @@ import torch
 from onnx import TensorProto, helper
 
 import pyge
-from pyge.kernels.tensor import _reshape
+from pyge.kernels.tensor_shape import _reshape
 
 
 @pytest.mark.parametrize("c,h,g", [(136, 28, 4), (272, 14, 4), (24, 20, 3), (64, 16, 2)])
@@ -83,7 +83,7 @@ def test_channel_shuffle_model_matches_onnxruntime():
 
 
 def _bn_fn(eps=1e-5, n_out=1):
-    from pyge.kernels.nn import batch_norm
+    from pyge.kernels.nn_norm import batch_norm
 
     class _Ctx:
         opset = 15
@@ -148,11 +148,11 @@ class _CountingMkldnn:
 
 @pytest.fixture
 def linear_spy(monkeypatch):
-    from pyge.kernels import nn
-    if not nn.PACKED_LINEAR_OK:
+    from pyge.kernels import nn_matmul
+    if not nn_matmul.PACKED_LINEAR_OK:
         pytest.skip("this torch has no oneDNN linear (torch.ops.mkldnn._linear_pointwise)")
-    spy = _CountingMkldnn(nn.MKLDNN)
-    monkeypatch.setattr(nn, "MKLDNN", spy)
+    spy = _CountingMkldnn(nn_matmul.MKLDNN)
+    monkeypatch.setattr(nn_matmul, "MKLDNN", spy)
     return spy
 
 

@@ -24,7 +24,7 @@ from onnx import helper
 
 from pyge.frontends import load_onnx
 from pyge.kernels import nn_pool
-from pyge.kernels.runtime import compile_reference
+from pyge.executors.interpreter import compile_reference
 
 
 def _runner(op, attrs, shape, opset=18):

@@ -1,6 +1,7 @@
-"""Quantization kernels (kernels/tensor_quant.py) beyond the onnx node cases: random cases
-against onnxruntime and the onnx ReferenceEvaluator, exact ties (round half to even),
-saturation, the layouts (per tensor, per axis, blocked), and the compile-time refusals.
+"""Quantization kernels (kernels/tensor_quant.py, tensor_quant_int.py) beyond the onnx node
+cases: random cases against onnxruntime and the onnx ReferenceEvaluator, exact ties (round
+half to even), saturation, the layouts (per tensor, per axis, blocked), and the
+compile-time refusals.
 
 Integer results must match exactly. Where onnxruntime and the spec part ways, the spec
 (and its reference implementation) wins; those places are noted at the test.
@@ -18,7 +19,7 @@ from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import compile_reference, run_reference
+from pyge.executors.interpreter import compile_reference, run_reference
 from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")

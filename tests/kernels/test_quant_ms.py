@@ -1,4 +1,4 @@
-"""onnxruntime's quantized contrib ops (com.microsoft; kernels/tensor_quant_ms.py) against
+"""onnxruntime's quantized contrib ops (com.microsoft; kernels/tensor_quant_ms*.py) against
 onnxruntime, their oracle (no onnx node cases exist for them): random cases per op, exact
 for integer outputs (float outputs too: the same float32 operations), refusals, and a
 whole CNN quantized by onnxruntime's tool in the QOperator format.
@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import compile_reference, run_reference
+from pyge.executors.interpreter import compile_reference, run_reference
 from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")

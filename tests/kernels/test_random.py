@@ -9,7 +9,8 @@ from onnx import TensorProto
 import pyge
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import compile_reference, to_numpy, to_torch
+from pyge.executors.interpreter import compile_reference
+from pyge.kernels.convert import to_numpy, to_torch
 from pyge.testing import one_node_model
 
 

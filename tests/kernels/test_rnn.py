@@ -14,7 +14,7 @@ from onnx import helper
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
 from pyge.kernels import nn_rnn
-from pyge.kernels.runtime import compile_reference, run_reference
+from pyge.executors.interpreter import compile_reference, run_reference
 from pyge.testing import one_node_model
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}

@@ -9,7 +9,7 @@ import pytest
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")

@@ -1,4 +1,5 @@
-"""Vision / detection kernels (kernels/nn_vision.py, kernels/tensor_unique.py) beyond the
+"""Vision / detection kernels (kernels/nn_nms.py, nn_roi.py, nn_grid.py, tensor_unique.py,
+and Col2Im, MaxUnpool, CenterCropPad) beyond the
 onnx node cases: seeded random cases against onnxruntime and onnx's ReferenceEvaluator,
 and the compile-time refusals."""
 from __future__ import annotations
@@ -9,7 +10,7 @@ from onnx.reference import ReferenceEvaluator
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")
@@ -131,9 +132,9 @@ def test_roi_align_avg_sparse_product_layouts(layout, ratio, monkeypatch):
     """avg is one sparse product whose rows repeat columns (samples sharing pixels, corners
     clamped at the border): the CPU's CSR product and the COO one used on other devices
     both equal onnxruntime, on rois inside, across and outside the map, several images."""
-    from pyge.kernels import nn_vision
+    from pyge.kernels import nn_roi
     if layout == "coo":
-        monkeypatch.setattr(nn_vision, "_CSR_DEVICES", ())
+        monkeypatch.setattr(nn_roi, "_CSR_DEVICES", ())
     rng = np.random.default_rng(ratio)
     x = rng.standard_normal((2, 5, 13, 9)).astype(np.float32)
     p = rng.uniform(-4, 16, (12, 2, 2)).astype(np.float32)

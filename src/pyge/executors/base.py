@@ -21,16 +21,19 @@ import torch
 
 from ..errors import InputError
 from ..ir.graph import Graph
-from ..kernels._util import is_held
-from ..kernels.runtime import build_kernel, describe, to_numpy, to_torch, torch_dtype
+from ..kernels._util import describe, is_held
+from ..kernels.build import build_kernel
+from ..kernels.convert import to_numpy, to_torch, torch_dtype
 from ..plan.order import host_order
 from ..plan.plan import Plan
+from .interpreter import subgraph_compiler
 
 
 def build_kernels(graph: Graph, plan: Plan, device: Any) -> list:
     """One run-time function per plan node (plan node i is graph node `plan.nodes[i].name`)."""
     by_name = {n.name: n for n in graph.nodes}
-    return [build_kernel(by_name[pn.name], device) for pn in plan.nodes]
+    compile_subgraph = subgraph_compiler(device)
+    return [build_kernel(by_name[pn.name], device, compile_subgraph) for pn in plan.nodes]
 
 
 def node_descriptions(graph: Graph, plan: Plan) -> list[str]:

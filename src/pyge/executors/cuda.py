@@ -42,7 +42,7 @@ import torch
 
 from ..errors import ExecutionError, OptionError, PygeError
 from ..ir.graph import Graph
-from ..kernels.runtime import to_torch
+from ..kernels.convert import to_torch
 from ..options import parse_options
 from ..plan.plan import LAUNCH, RECORD, Plan
 from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device, merged_steps,

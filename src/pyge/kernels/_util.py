@@ -1,4 +1,4 @@
-"""Helpers shared by the tensor / nn / elementwise / reduce kernel modules.
+"""Helpers shared by the kernel modules.
 
 Conventions (see registry.py): run-time tensors are torch tensors, string tensors are numpy
 object arrays; factories parse attributes once and return a lean closure.
@@ -24,18 +24,28 @@ ONNX_TO_TORCH: dict[int, Any] = {
 STRING = 8
 
 FLOAT_TYPES = (torch.float16, torch.float32, torch.float64, torch.bfloat16)
+HALF_TYPES = (torch.float16, torch.bfloat16)
+
+
+def compute_dtype(dt):
+    """The type to compute in for inputs of type `dt`: float32 for the half types (the
+    result is rounded once at the end, as the onnx reference does), else `dt` itself."""
+    return torch.float32 if dt in HALF_TYPES else dt
+
+
+def describe(node) -> str:
+    """How every kernel error names its node: ``node 'name' (OpType)``."""
+    return f"node {node.name!r} ({node.op_type})"
 
 
 def node_error(ctx, msg: str) -> GraphError:
     """A build-time error about a malformed node (bad attribute, unsupported mode...)."""
-    n = ctx.node
-    return GraphError(f"node {n.name!r} ({n.op_type}): {msg}")
+    return GraphError(f"{describe(ctx.node)}: {msg}")
 
 
 def run_error(ctx, msg: str) -> ExecutionError:
     """A run-time error about a node's input values (wrong shape, out-of-range index...)."""
-    n = ctx.node
-    return ExecutionError(f"node {n.name!r} ({n.op_type})", ValueError(msg))
+    return ExecutionError(describe(ctx.node), ValueError(msg))
 
 
 def onnx_dtype(ctx, code: int):
@@ -54,7 +64,6 @@ def const_tensor(arr: Any, device: Any) -> Any:
     else:
         t = torch.from_numpy(np.array(a, order="C", copy=True))  # (ascontiguousarray makes 0-d 1-d)
     return t.to(device) if str(device) != "cpu" else t
-
 
 
 # Tensors a kernel keeps and returns run after run (a Constant node's value, a static

@@ -1,6 +1,7 @@
 """Control-flow kernels: If, Loop, Scan, SequenceMap.
 
-Each factory compiles its body graph(s) once with ``ctx.compile_subgraph`` and gets a
+Each factory compiles its body graph(s) once with ``ctx.compile_subgraph`` (which the
+executor layer supplies: pyge.executors.interpreter) and gets a
 ``runner(inputs, outer) -> outputs``. Outer-scope values read by the bodies arrive after
 the node's explicit inputs, in the order of ``ctx.implicit_names``; they are handed to the
 runner as the ``outer`` name -> value map (body inputs shadow outer names of the same name).
@@ -14,20 +15,22 @@ import torch
 
 from ..errors import ExecutionError, GraphError
 from ..ir.graph import Graph
+from ._util import describe, run_error
+from .convert import torch_dtype
 from .registry import KernelContext, register
-from .runtime import compile_reference, describe, torch_dtype
-
-
-def _fail(ctx: KernelContext, msg: str) -> ExecutionError:
-    return ExecutionError(describe(ctx.node), ValueError(msg))
 
 
 def _body(ctx: KernelContext, attr: str) -> tuple[Graph, Any]:
     g = ctx.attr(attr)
     if not isinstance(g, Graph):
         raise GraphError(f"node {ctx.node.name!r} ({ctx.node.op_type}) needs graph attribute {attr!r}")
-    compile_ = ctx.compile_subgraph or (lambda sg: compile_reference(sg, ctx.device))
-    return g, compile_(g)
+    if ctx.compile_subgraph is None:
+        # The executor layer chooses how a body runs (kernels never import executors); a
+        # caller that builds this kernel without saying so has nothing to run it with.
+        raise ExecutionError(f"{describe(ctx.node)}, preparing its kernel", LookupError(
+            f"no subgraph compiler to run its body {attr!r} with (kernels with bodies are "
+            f"built through pyge.executors)"))
+    return g, ctx.compile_subgraph(g)
 
 
 def _split_outer(ctx: KernelContext, xs: list) -> tuple[list, dict]:
@@ -37,7 +40,7 @@ def _split_outer(ctx: KernelContext, xs: list) -> tuple[list, dict]:
 
 def _to_bool(ctx: KernelContext, x: Any, what: str) -> bool:
     if x.numel() != 1:
-        raise _fail(ctx, f"{what} must hold exactly one element, got shape {tuple(x.shape)}")
+        raise run_error(ctx, f"{what} must hold exactly one element, got shape {tuple(x.shape)}")
     return bool(x.reshape(-1)[0].item())
 
 
@@ -74,7 +77,7 @@ def if_(ctx):
         branch = then_run if _to_bool(ctx, explicit[0], "the If condition") else else_run
         outs = branch([], outer)
         if len(outs) != n_out:
-            raise _fail(ctx, f"branch produced {len(outs)} outputs, the node has {n_out}")
+            raise run_error(ctx, f"branch produced {len(outs)} outputs, the node has {n_out}")
         return outs
     return run
 
@@ -126,7 +129,7 @@ def loop(ctx):
 
 def _norm_axis(ctx: KernelContext, axis: int, rank: int, what: str) -> int:
     if not -rank <= axis < rank:
-        raise _fail(ctx, f"{what} axis {axis} out of range for rank {rank}")
+        raise run_error(ctx, f"{what} axis {axis} out of range for rank {rank}")
     return axis % rank
 
 
@@ -167,7 +170,7 @@ def scan(ctx):
         axes = [_norm_axis(ctx, a, x.ndim, "scan input") for a, x in zip(in_axes, scan_ins)]
         lengths = {x.shape[a] for x, a in zip(scan_ins, axes)}
         if len(lengths) != 1:
-            raise _fail(ctx, f"scan inputs disagree on the sequence length: {sorted(lengths)}")
+            raise run_error(ctx, f"scan inputs disagree on the sequence length: {sorted(lengths)}")
         states, per_iter = _scan_loop(ctx, run_body, outer, states, scan_ins, axes, in_dirs,
                                       n_scan_out, lengths.pop())
         stacked = []
@@ -227,11 +230,11 @@ def sequence_map(ctx):
     def run(xs):
         explicit, outer = _split_outer(ctx, xs)
         if not isinstance(explicit[0], list):
-            raise _fail(ctx, "input 0 must be a sequence")
+            raise run_error(ctx, "input 0 must be a sequence")
         n = len(explicit[0])
         for j, x in enumerate(explicit[1:], 1):
             if isinstance(x, list) and len(x) != n:
-                raise _fail(ctx, f"sequence input {j} has length {len(x)}, input 0 has {n}")
+                raise run_error(ctx, f"sequence input {j} has length {len(x)}, input 0 has {n}")
         results: list[list] = [[] for _ in range(n_out)]
         for i in range(n):
             # Sequences are mapped element-wise; tensor inputs are passed whole each time.

@@ -1,5 +1,5 @@
-"""Elementwise kernels: arithmetic, comparison, logic, unary math, Cast, Where, Clip and
-the variadic Min/Max/Sum/Mean. Broadcasting is numpy's (torch's own)."""
+"""Elementwise kernels: arithmetic, comparison, logic, unary math, Cast, CastLike, BitCast,
+Where, Clip and the variadic Min/Max/Sum/Mean. Broadcasting is numpy's (torch's own)."""
 from __future__ import annotations
 
 import functools
@@ -7,8 +7,9 @@ import functools
 import numpy as np
 import torch
 
-from ._util import (FLOAT_TYPES, STRING, is_str, node_error, np_of, onnx_dtype, scalar, unary,
-                    with_np_fallback)
+from ._util import (FLOAT_TYPES, STRING, is_str, node_error, np_of, onnx_dtype, run_error, scalar,
+                    unary, with_np_fallback)
+from .convert import torch_dtype
 from .registry import register
 
 # ---------------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ def is_inf(ctx):
 
 
 # ---------------------------------------------------------------------------------------
-# Cast / CastLike
+# Cast / CastLike / BitCast
 
 
 def _to_string(x) -> np.ndarray:
@@ -203,6 +204,31 @@ def cast_like(ctx):
     def fn(xs):
         x, ref = xs
         return [_cast_fn(None if is_str(ref) else ref.dtype)(x)]
+    return fn
+
+
+@register("BitCast", since=26)
+def bitcast(ctx):
+    to = ctx.attr("to")
+    if to is None:
+        raise node_error(ctx, "attribute 'to' is required")
+    if to == STRING:
+        raise node_error(ctx, "attribute to=8 (string): strings cannot be bit-cast")
+    dtype = onnx_dtype(ctx, to)
+    size = torch.empty((), dtype=dtype).element_size()
+    in_dt = torch_dtype(ctx.input_dtype(0))
+    if in_dt is not None and in_dt.itemsize != size:
+        raise node_error(ctx, f"attribute to={to} ({dtype}, {8 * size} bits) and the input "
+                              f"({in_dt}, {8 * in_dt.itemsize} bits) differ in bit width")
+
+    def fn(xs):
+        x = xs[0]
+        if not isinstance(x, torch.Tensor):
+            raise run_error(ctx, "strings cannot be bit-cast")
+        if x.element_size() != size:
+            raise run_error(ctx, f"input {x.dtype} and output {dtype} differ in bit width")
+        # Same width: a reinterpreting view (torch and ONNX both little endian here).
+        return [x.view(dtype)]
     return fn
 
 

@@ -1,10 +1,11 @@
-"""Activation kernels (elementwise, with attributes parsed once in the factory)."""
+"""Activation kernels (elementwise, with attributes parsed once in the factory), and SwiGLU
+(a gated activation of two inputs)."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from ._util import node_error, unary
+from ._util import node_error, run_error, unary
 from .registry import register
 
 register("Relu")(unary(torch.relu))
@@ -90,3 +91,30 @@ def shrink(ctx):
         hi = (x - bias).to(x.dtype) if bias else x
         return [torch.where(x < -lambd, lo, torch.where(x > lambd, hi, zero))]
     return fn
+
+
+# ---------------------------------------------------------------------------------------
+# SwiGLU (opset 28)
+
+
+@register("SwiGLU", since=28)
+def swiglu(ctx):
+    """Y = Swish_alpha(A) * B = A * sigmoid(alpha * A) * B (equal shapes, no broadcasting)."""
+    alpha = float(ctx.attr("alpha", 1.0))
+
+    def fn(xs):
+        a, b = xs
+        if a.shape != b.shape:
+            raise run_error(ctx, f"A {tuple(a.shape)} and B {tuple(b.shape)} must have the "
+                                 "same shape (SwiGLU does not broadcast)")
+        gate = F.silu(a) if alpha == 1.0 else a * torch.sigmoid(a * alpha)
+        return [gate * b]
+    return fn
+
+
+@register("Swish", since=24)
+def swish(ctx):
+    alpha = ctx.attr("alpha", 1.0)
+    if alpha == 1.0:
+        return lambda xs: [F.silu(xs[0])]
+    return lambda xs: [xs[0] * torch.sigmoid(xs[0] * alpha)]

@@ -1,14 +1,16 @@
-"""Conv and ConvTranspose (1-D to 3-D) on torch's native convolutions.
+"""Conv and ConvTranspose (1-D to 3-D) on torch's native convolutions, and Col2Im.
 
 torch pads symmetrically only; ONNX pads may differ at the two ends (explicitly or through
 auto_pad SAME_*). The symmetric part goes to torch, the rest to one F.pad / crop.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
-from ._util import node_error
+from ._util import ints, node_error, run_error
 from .onednn import MKLDNN as _MKLDNN
 from .onednn import PACKED_CONV_OK as _PACKED_OK
 from .onednn import Derived
@@ -209,4 +211,58 @@ def conv_transpose(ctx):
         if b is not None:
             y = y + b.reshape((1, -1) + (1,) * (y.ndim - 2))
         return [y]
+    return fn
+
+
+# ---------------------------------------------------------------------------------------
+# Col2Im: the inverse of im2col, sliding blocks summed back into an image
+
+
+@register("Col2Im", since=18)
+def col2im(ctx):
+    dil_a, pads_a, str_a = ctx.attr("dilations"), ctx.attr("pads"), ctx.attr("strides")
+    img_c, blk_c = ctx.const_input(1), ctx.const_input(2)
+    cache: dict = {}
+
+    def plan(img, blk, dev):
+        key = (tuple(img), tuple(blk), str(dev))
+        if key in cache:
+            return cache[key]
+        n = len(img)
+        dil = list(dil_a or [1] * n)
+        pads = list(pads_a or [0] * (2 * n))
+        st = list(str_a or [1] * n)
+        if len(blk) != n or len(dil) != n or len(st) != n or len(pads) != 2 * n:
+            raise run_error(ctx, f"image_shape {img}, block_shape {blk}, dilations {dil}, "
+                                 f"strides {st} and pads {pads} disagree on the rank")
+        nb = [(img[d] + pads[d] + pads[d + n] - (dil[d] * (blk[d] - 1) + 1)) // st[d] + 1
+              for d in range(n)]
+        # destination of block offset k, sliding position l along each axis
+        idx = torch.zeros((1, 1), dtype=torch.int64)
+        ok = torch.ones((1, 1), dtype=torch.bool)
+        for d in range(n):
+            k = torch.arange(blk[d]).view(-1, 1)
+            p = torch.arange(nb[d]).view(1, -1) * st[d] + k * dil[d] - pads[d]  # (B_d, L_d)
+            idx = (idx.unsqueeze(1).unsqueeze(3) * img[d] + p.view(1, blk[d], 1, nb[d])) \
+                .reshape(idx.shape[0] * blk[d], idx.shape[1] * nb[d])
+            ok = (ok.unsqueeze(1).unsqueeze(3) & ((p >= 0) & (p < img[d])).view(
+                1, blk[d], 1, nb[d])).reshape(idx.shape)
+        total = math.prod(img)
+        idx = torch.where(ok, idx, torch.full_like(idx, total)).reshape(-1).to(dev)
+        cache[key] = (idx, total, math.prod(blk), math.prod(nb))
+        return cache[key]
+
+    def fn(xs):
+        x = xs[0]
+        img = ints(img_c) if img_c is not None else ints(xs[1])
+        blk = ints(blk_c) if blk_c is not None else ints(xs[2])
+        idx, total, nblk, nloc = plan(img, blk, x.device)
+        N, CB, L = x.shape
+        if CB % nblk or L != nloc:
+            raise run_error(ctx, f"input {tuple(x.shape)} does not hold blocks {blk} at "
+                                 f"{nloc} positions of image {img}")
+        C = CB // nblk
+        y = torch.zeros((N, C, total + 1), dtype=x.dtype, device=x.device)
+        y.index_add_(2, idx, x.reshape(N, C, nblk * L))
+        return [y[..., :total].reshape([N, C] + img)]
     return fn

@@ -1,4 +1,4 @@
-"""Windowed pooling: MaxPool (with Indices), AveragePool, LpPool.
+"""Pooling: MaxPool (with Indices), AveragePool, LpPool, their global forms, and MaxUnpool.
 
 ONNX pads may be asymmetric and larger than torch allows, and its ceil_mode output size
 differs from torch's in corner cases. So the output geometry is computed the ONNX way
@@ -8,9 +8,8 @@ geometry (the common case, and the fast one), otherwise the input is padded expl
 On the CPU, 2-D MaxPool without indices can also run separably (_separable_max): a max over
 each axis in turn, as a few torch.maximum calls on strided views, windows clipped at the
 borders instead of padded. The values are the same (max is exact, and both propagate NaN).
-torch's own kernel is several times slower than that on NCHW input and somewhat slower on
-channels-last input with many output pixels (benchmarks/bench_kernels_cpu.py); it is
-mostly faster on small outputs.
+It is taken where it is the faster form (_use_separable: NCHW input, and channels-last
+input with many output pixels); benchmarks/bench_kernels_cpu.py compares the two.
 """
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._util import node_error
+from ._util import ints, node_error, run_error
 from .registry import register
 
 _MAX = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
@@ -295,4 +294,82 @@ def lp_pool(ctx):
         out, pb, _ = _geometry(a, in_sp)
         xp = F.pad(torch.abs(x) ** p, _fpad(_explicit_pads(a, in_sp, out, pb)))
         return [_sum_pool(xp, a) ** (1.0 / p)]
+    return fn
+
+
+# ---------------------------------------------------------------------------------------
+# MaxUnpool: MaxPool's values scattered back to the positions its indices name
+
+
+@register("MaxUnpool", since=9)
+def max_unpool(ctx):
+    k = list(ctx.attr("kernel_shape") or [])
+    if not k:
+        raise node_error(ctx, "attribute 'kernel_shape' is required")
+    n = len(k)
+    st = list(ctx.attr("strides") or [1] * n)
+    pads = list(ctx.attr("pads") or [0] * (2 * n))
+    if len(st) != n or len(pads) != 2 * n:
+        raise node_error(ctx, f"strides {st} / pads {pads} do not match kernel_shape {k}")
+
+    def fn(xs):
+        x, ind = xs[0], xs[1]
+        out_shape = ints(xs[2]) if len(xs) > 2 and xs[2] is not None else None
+        if x.ndim != n + 2:
+            raise run_error(ctx, f"X {tuple(x.shape)} must have {n} spatial axes")
+        inferred = list(x.shape[:2]) + [(x.shape[2 + d] - 1) * st[d] - (pads[d] + pads[n + d])
+                                        + k[d] for d in range(n)]
+        # The indices address the tensor MaxPool ran on, flattened: output_shape when
+        # given (the spec, onnxruntime and torch's max_unpool; the onnx reference scatters
+        # into the inferred shape and pads that instead), else the inferred shape.
+        shape = inferred
+        if out_shape is not None:
+            if len(out_shape) != len(inferred):
+                raise run_error(ctx, f"output_shape {out_shape} must have rank {x.ndim}")
+            shape = out_shape
+        total = math.prod(shape)
+        flat = ind.reshape(-1).long()
+        if flat.numel() and bool(((flat < 0) | (flat >= total)).any()):
+            raise run_error(ctx, f"indices must lie in [0, {total}) for output shape {shape}")
+        y = torch.zeros(total, dtype=x.dtype, device=x.device)
+        y.index_put_((flat,), x.reshape(-1))
+        y = y.reshape(shape)
+        return [y]
+    return fn
+
+
+# ---------------------------------------------------------------------------------------
+# Global pools
+
+
+@register("GlobalAveragePool")
+def global_avg_pool(ctx):
+    def fn(xs):
+        x = xs[0]
+        if x.ndim == 4:
+            if x.is_floating_point() and not x.is_contiguous() \
+                    and x.is_contiguous(memory_format=torch.channels_last):
+                # Channels-last (the CPU convolutions' output): avg_pool2d over the whole
+                # plane sums each channel in one order. adaptive_avg_pool2d would not (vector
+                # lanes and the tail differ: identical channels, different means), and a
+                # copy to NCHW first would cost far more than the pool itself.
+                return [F.avg_pool2d(x, tuple(x.shape[2:]))]
+            return [F.adaptive_avg_pool2d(x, 1)]
+        return [x.mean(tuple(range(2, x.ndim)), keepdim=True)]
+    return fn
+
+
+@register("GlobalMaxPool")
+def global_max_pool(ctx):
+    return lambda xs: [torch.amax(xs[0], tuple(range(2, xs[0].ndim)), keepdim=True)]
+
+
+@register("GlobalLpPool", since=2)
+def global_lp_pool(ctx):
+    p = ctx.attr("p", 2)
+
+    def fn(xs):
+        x = xs[0]
+        dims = tuple(range(2, x.ndim))
+        return [torch.sum(torch.abs(x) ** p, dims, keepdim=True) ** (1.0 / p)]
     return fn

@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._util import const_tensor, node_error, run_error
+from ._util import compute_dtype, const_tensor, node_error, run_error
 from .registry import register
 
 _DIRECTIONS = ("forward", "reverse", "bidirectional")
@@ -85,10 +85,6 @@ def _parse_acts(ctx, n_per_dir: int, n_dirs: int, defaults: tuple) -> list[list]
             b = betas.pop(0)
         out.append((name.lower(), (lambda f, a_, b_: lambda x: f(x, a_, b_))(fn, a, b)))
     return [out[d * n_per_dir:(d + 1) * n_per_dir] for d in range(n_dirs)]
-
-
-def _compute_dtype(dt):
-    return torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
 
 
 def _reorder(w, perm, hidden):
@@ -163,7 +159,7 @@ def _factory(op):
             w, r = (torch.as_tensor(const_tensor(ctx.const_input(i), "cpu")) for i in (1, 2))
             b = ctx.const_input(3)
             b = None if b is None else const_tensor(b, "cpu")
-            cdt = _compute_dtype(w.dtype)
+            cdt = compute_dtype(w.dtype)
             const_params = _flat_params(
                 op, _torch_params(w.to(cdt), r.to(cdt), None if b is None else b.to(cdt),
                                   perm, r.shape[-1]),
@@ -191,7 +187,7 @@ def _factory(op):
                 h0 = None if h0 is None else h0.transpose(0, 1)
                 c0 = None if c0 is None else c0.transpose(0, 1)
             out_dt = x.dtype
-            cdt = _compute_dtype(out_dt)
+            cdt = compute_dtype(out_dt)
             seq, batch = x.shape[0], x.shape[1]
             x = x.to(cdt)
             h0 = (torch.zeros(n_dirs, batch, hidden, dtype=cdt, device=x.device) if h0 is None

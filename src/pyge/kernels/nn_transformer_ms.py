@@ -18,8 +18,6 @@ GroupQueryAttention) are in nn_attention_ms.py, which shares this module's helpe
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
@@ -28,7 +26,6 @@ from .registry import register
 
 _MS = "com.microsoft"
 _HALF = (torch.float16, torch.bfloat16)
-_SQRT1_2 = 1.0 / math.sqrt(2.0)
 
 
 def _out_used(ctx, i):

@@ -4,8 +4,8 @@ the packed (blocked-layout) weights they take.
 torch.ops.mkldnn._convolution_pointwise and _linear_pointwise run a convolution or a
 matrix product with the activation fused, on a weight reordered once into oneDNN's
 blocked layout. F.conv2d reorders the weight on every call; torch.addmm goes to MKL, whose
-single-row products on these machines read the weight at half to two thirds of the
-memory bandwidth oneDNN reaches (benchmarks/bench_kernels_cpu.py).
+single-row products read the weight more slowly than oneDNN's
+(benchmarks/bench_kernels_cpu.py compares them).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reductions (Reduce*), ArgMax/ArgMin and Einsum.
+"""Reductions (Reduce*), ArgMax/ArgMin, Einsum, and the running reductions CumSum/CumProd.
 
 ReduceSum takes its axes as an input from opset 13, the other Reduce* ops from opset 18;
 before that they are an attribute. Without axes a reduction covers every axis, unless
@@ -155,3 +155,32 @@ register("ArgMin")(_arg(torch.argmin))
 def einsum(ctx):
     eq = ctx.attr("equation", "").replace(" ", "")
     return lambda xs: [torch.einsum(eq, *xs)]
+
+
+# ---------------------------------------------------------------------------------------
+# CumSum / CumProd: running sums and products along an axis
+
+
+def _cumulative(op, identity):
+    def factory(ctx):
+        exclusive, reverse = ctx.attr("exclusive", 0), ctx.attr("reverse", 0)
+        axis, dyn = int_input(ctx, 1)
+
+        def fn(xs):
+            x = xs[0]
+            ax = norm_axis(ints(xs[1])[0] if dyn else axis[0], x.ndim)
+            if reverse:
+                x = x.flip(ax)
+            out = op(x, ax, dtype=x.dtype)  # torch would widen small ints to int64
+            if exclusive:
+                # Shift by one instead of undoing the last step (exact for floats too).
+                n = out.shape[ax]
+                first = torch.full_like(out.narrow(ax, 0, min(1, n)), identity)
+                out = torch.cat([first, out.narrow(ax, 0, max(n - 1, 0))], dim=ax)
+            return [out.flip(ax) if reverse else out]
+        return fn
+    return factory
+
+
+register("CumSum", since=11)(_cumulative(torch.cumsum, 0))
+register("CumProd", since=26)(_cumulative(torch.cumprod, 1))

@@ -15,12 +15,16 @@ Run-time value conventions (one code path for CPU and CUDA tensors):
 """
 from __future__ import annotations
 
+import importlib
+import os
+import pkgutil
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
+if TYPE_CHECKING:   # annotations only: the registry imports nothing of pyge at run time
+    import numpy as np
 
-from ..ir.graph import Graph, Node
+    from ..ir.graph import Graph, Node
 
 KernelFn = Callable[[list], list]
 Factory = Callable[["KernelContext"], KernelFn]
@@ -127,15 +131,14 @@ _LOADED = False
 
 
 def _ensure_loaded() -> None:
-    """Import every kernel module once (they register themselves)."""
+    """Import every module of this package once (the kernel modules register themselves).
+
+    Found by this file's own folder, not through the package object: the registry reaches
+    nothing of pyge by import, so it cannot take part in an import cycle.
+    """
     global _LOADED
     if _LOADED:
         return
     _LOADED = True
-    import importlib
-    import pkgutil
-
-    from .. import kernels as pkg
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name not in ("registry", "runtime", "__init__"):
-            importlib.import_module(f"{pkg.__name__}.{mod.name}")
+    for mod in pkgutil.iter_modules([os.path.dirname(__file__)]):
+        importlib.import_module(f"{__package__}.{mod.name}")

@@ -12,18 +12,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ExecutionError, GraphError
+from ..errors import GraphError
+from ._util import run_error
 from .registry import KernelContext, register
-from .runtime import describe
-
-
-def _fail(ctx: KernelContext, msg: str) -> ExecutionError:
-    return ExecutionError(describe(ctx.node), ValueError(msg))
 
 
 def _seq(ctx: KernelContext, x: Any) -> list:
     if not isinstance(x, list):
-        raise _fail(ctx, f"expected a sequence input, got {type(x).__name__}")
+        raise run_error(ctx, f"expected a sequence input, got {type(x).__name__}")
     return x
 
 
@@ -37,7 +33,7 @@ def _index(ctx: KernelContext, pos: int, n: int, allow_end: bool) -> int:
     """Normalise a (possibly negative) position; valid range [-n, n-1], or [-n, n] for insert."""
     hi = n if allow_end else n - 1
     if not -n <= pos <= hi:
-        raise _fail(ctx, f"position {pos} out of range for a sequence of length {n}")
+        raise run_error(ctx, f"position {pos} out of range for a sequence of length {n}")
     return pos + n if pos < 0 else pos
 
 
@@ -86,7 +82,7 @@ def sequence_erase(ctx):
     def run(xs):
         s = list(_seq(ctx, xs[0]))
         if not s:
-            raise _fail(ctx, "cannot erase from an empty sequence")
+            raise run_error(ctx, "cannot erase from an empty sequence")
         pos = -1 if len(xs) < 2 or xs[1] is None else _scalar_int(xs[1])
         del s[_index(ctx, pos, len(s), allow_end=False)]
         return [s]
@@ -103,7 +99,7 @@ def split_to_sequence(ctx):
         split = xs[1] if len(xs) > 1 else None
         rank = x.ndim
         if not -rank <= axis < rank:
-            raise _fail(ctx, f"axis {axis} out of range for rank {rank}")
+            raise run_error(ctx, f"axis {axis} out of range for rank {rank}")
         ax = axis % rank
         dim = x.shape[ax]
         if split is None:
@@ -114,10 +110,10 @@ def split_to_sequence(ctx):
                 sizes = [int(v) for v in sp]
             else:  # a scalar: equal chunks, the last one may be smaller
                 if sp <= 0:
-                    raise _fail(ctx, f"split size must be positive, got {sp}")
+                    raise run_error(ctx, f"split size must be positive, got {sp}")
                 sizes = [sp] * (dim // sp) + ([dim % sp] if dim % sp else [])
             if sum(sizes) != dim or any(s < 0 for s in sizes):
-                raise _fail(ctx, f"split sizes {sizes} do not add up to dimension {dim}")
+                raise run_error(ctx, f"split sizes {sizes} do not add up to dimension {dim}")
         if isinstance(x, np.ndarray):  # strings
             parts = np.split(x, np.cumsum(sizes)[:-1].tolist(), axis=ax)
         else:
@@ -139,7 +135,7 @@ def concat_from_sequence(ctx):
     def run(xs):
         s = _seq(ctx, xs[0])
         if not s:
-            raise _fail(ctx, "cannot concatenate an empty sequence")
+            raise run_error(ctx, "cannot concatenate an empty sequence")
         if isinstance(s[0], np.ndarray):
             return [np.stack(s, axis=axis) if new_axis else np.concatenate(s, axis=axis)]
         return [torch.stack(s, dim=axis) if new_axis else torch.cat(s, dim=axis)]
@@ -170,6 +166,6 @@ def optional_get_element(ctx):
     def run(xs):
         # Since opset 18 a plain tensor/sequence is accepted too and passed through.
         if xs[0] is None:
-            raise _fail(ctx, "the optional input is empty")
+            raise run_error(ctx, "the optional input is empty")
         return [xs[0]]
     return run

@@ -1,11 +1,11 @@
-"""Kernels that make tensors: Constant, ConstantOfShape, Range, EyeLike, Trilu, CumSum/CumProd,
-DepthToSpace / SpaceToDepth."""
+"""Kernels that make tensors from attributes and shapes: Constant, ConstantOfShape, Range,
+EyeLike, and Trilu (a matrix's upper or lower triangle)."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from ._util import const_tensor, held, int_input, ints, node_error, norm_axis, onnx_dtype, scalar
+from ._util import const_tensor, held, int_input, ints, node_error, onnx_dtype, scalar
 from .registry import register
 
 
@@ -91,58 +91,4 @@ def trilu(ctx):
     def fn(xs):
         kk = ints(xs[1])[0] if dyn else (k[0] if k else 0)
         return [op(xs[0], kk)]
-    return fn
-
-
-def _cumulative(op, identity):
-    def factory(ctx):
-        exclusive, reverse = ctx.attr("exclusive", 0), ctx.attr("reverse", 0)
-        axis, dyn = int_input(ctx, 1)
-
-        def fn(xs):
-            x = xs[0]
-            ax = norm_axis(ints(xs[1])[0] if dyn else axis[0], x.ndim)
-            if reverse:
-                x = x.flip(ax)
-            out = op(x, ax, dtype=x.dtype)  # torch would widen small ints to int64
-            if exclusive:
-                # Shift by one instead of undoing the last step (exact for floats too).
-                n = out.shape[ax]
-                first = torch.full_like(out.narrow(ax, 0, min(1, n)), identity)
-                out = torch.cat([first, out.narrow(ax, 0, max(n - 1, 0))], dim=ax)
-            return [out.flip(ax) if reverse else out]
-        return fn
-    return factory
-
-
-register("CumSum", since=11)(_cumulative(torch.cumsum, 0))
-register("CumProd", since=26)(_cumulative(torch.cumprod, 1))
-
-
-@register("DepthToSpace")
-def depth_to_space(ctx):
-    bs = ctx.attr("blocksize")
-    crd = ctx.attr("mode", "DCR") == "CRD"
-
-    def fn(xs):
-        x = xs[0]
-        b, c, h, w = x.shape
-        if crd:
-            y = x.reshape(b, c // (bs * bs), bs, bs, h, w).permute(0, 1, 4, 2, 5, 3)
-        else:
-            y = x.reshape(b, bs, bs, c // (bs * bs), h, w).permute(0, 3, 4, 1, 5, 2)
-        return [y.reshape(b, c // (bs * bs), h * bs, w * bs)]
-    return fn
-
-
-@register("SpaceToDepth")
-def space_to_depth(ctx):
-    bs = ctx.attr("blocksize")
-    perm = (0, 1, 3, 5, 2, 4) if ctx.attr("mode", "DCR") == "CRD" else (0, 3, 5, 1, 2, 4)
-
-    def fn(xs):
-        x = xs[0]
-        b, c, h, w = x.shape
-        y = x.reshape(b, c, h // bs, bs, w // bs, bs).permute(perm)
-        return [y.reshape(b, c * bs * bs, h // bs, w // bs)]
     return fn

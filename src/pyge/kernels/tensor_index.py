@@ -1,12 +1,15 @@
-"""Index-based kernels: GatherElements, GatherND, ScatterElements/Scatter, ScatterND,
-OneHot, NonZero, TopK, Compress, ReverseSequence."""
+"""Index-based kernels: Gather, GatherElements, GatherND, ScatterElements/Scatter,
+ScatterND, OneHot, NonZero, TopK, Compress, ReverseSequence, and TensorScatter (the
+KV-cache update)."""
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
-from ._util import int_input, ints, node_error, norm_axis, scalar
+from ._util import (const_tensor, int_input, ints, is_str, node_error, norm_axis, np_of, run_error,
+                    scalar)
 from .registry import register
 
 
@@ -14,6 +17,39 @@ def _wrap(idx, dim):
     """Negative indices count from the end of a dimension of size `dim` (tensor or int)."""
     idx = idx.long() if idx.dtype != torch.int64 else idx
     return torch.where(idx < 0, idx + dim, idx)
+
+
+@register("Gather")
+def gather(ctx):
+    axis = ctx.attr("axis", 0)
+    c = ctx.const_input(1)
+    if c is not None and c.ndim == 0 and c.item() >= 0:
+        k = int(c.item())
+        # Fast path: a constant scalar index is a select (a view).
+        return lambda xs: [xs[0][(slice(None),) * norm_axis(axis, xs[0].ndim) + (k,)]]
+    const_idx = None
+    if c is not None and (c >= 0).all():
+        const_idx = const_tensor(c.astype(np.int64).reshape(-1), ctx.device)
+        idx_shape = tuple(c.shape)
+
+    def fn(xs):
+        x, idx = xs
+        ax = norm_axis(axis, x.ndim)
+        if is_str(x):
+            return [np.take(x, np_of(idx), axis=ax)]
+        if const_idx is not None:
+            flat, shape = const_idx, idx_shape
+        else:
+            dim = x.shape[ax]
+            idx = idx.long() if idx.dtype != torch.int64 else idx
+            flat, shape = torch.where(idx < 0, idx + dim, idx).reshape(-1), tuple(idx.shape)
+            if flat.device.type != "cpu" and flat.numel() and \
+                    not bool(((flat >= 0) & (flat < dim)).all()):
+                # (the CPU kernel raises by itself; a device kernel would assert instead)
+                raise run_error(ctx, f"Gather index out of range for axis {ax} of size {dim}")
+        out = x.index_select(ax, flat)
+        return [out.reshape(tuple(x.shape[:ax]) + shape + tuple(x.shape[ax + 1:]))]
+    return fn
 
 
 @register("GatherElements", since=11)
@@ -187,3 +223,100 @@ def reverse_sequence(ctx):
         shape[time_axis], shape[batch_axis] = t_len, b_len
         return [torch.gather(x, time_axis, src.reshape(shape).expand(x.shape))]
     return fn
+
+
+# ---------------------------------------------------------------------------------------
+# TensorScatter (opset 24)
+
+
+@register("TensorScatter", since=24)
+def tensor_scatter(ctx):
+    """KV-cache update: present = past with update written at write_indices[b] (+ i) along
+    `axis`, per batch row; mode "circular" wraps the positions modulo the cache length.
+
+    Written as a gather from the cache's side, so that no write index is read on the host:
+    cache position m of batch row b takes update[..., (m - w[b]) (mod M), ...] where that
+    source position lies in [0, sequence_length), and keeps past otherwise.
+
+    "linear" mode with a write past the cache's end (or a negative write index) is an error
+    (as in onnxruntime and the onnx reference) on the CPU, where checking costs nothing; on
+    CUDA the values are not read back (that would sync every decode step), and the writes
+    that fall outside the cache are dropped."""
+    mode = ctx.attr("mode", "linear")
+    if isinstance(mode, bytes):
+        mode = mode.decode()
+    if mode not in ("linear", "circular"):
+        raise node_error(ctx, f"mode={mode!r} is not one of 'linear', 'circular'")
+    circular = mode == "circular"
+    axis_attr = int(ctx.attr("axis", -2))
+    shape = ctx.node.inputs[0].shape if ctx.node.inputs else None
+    if shape is not None:
+        rank = len(shape)
+        if not -rank <= axis_attr < rank:
+            raise node_error(ctx, f"axis={axis_attr} is out of range for rank {rank}")
+        if axis_attr % rank == 0:
+            raise node_error(ctx, f"axis={axis_attr} is the batch axis; the sequence axis "
+                                  "must come after it")
+
+    def check(past, upd):
+        if past.ndim != upd.ndim:
+            raise run_error(ctx, f"past_cache {tuple(past.shape)} and update "
+                                 f"{tuple(upd.shape)} differ in rank")
+        ax = norm_axis(axis_attr, past.ndim)
+        if ax == 0:
+            raise run_error(ctx, f"axis={axis_attr} is the batch axis")
+        for i, (a, b) in enumerate(zip(past.shape, upd.shape)):
+            if (i != ax and a != b) or (i == ax and b > a):
+                raise run_error(ctx, f"update {tuple(upd.shape)} does not fit past_cache "
+                                     f"{tuple(past.shape)} along axis {i}")
+        return ax
+
+    def fn(xs):
+        past, upd = xs[0], xs[1]
+        wi = xs[2] if len(xs) > 2 else None
+        if isinstance(past, np.ndarray):  # strings: on the host
+            return [_tensor_scatter_np(ctx, past, np.asarray(upd), wi, check(past, upd), circular)]
+        ax = check(past, upd)
+        nb, m_len, s_len = past.shape[0], past.shape[ax], upd.shape[ax]
+        if s_len == 0 or past.numel() == 0:
+            return [past.clone()]
+        m = torch.arange(m_len, device=past.device)
+        if wi is None:
+            src = m.expand(nb, m_len)
+        else:
+            if tuple(wi.shape) != (nb,):
+                raise run_error(ctx, f"write_indices has shape {tuple(wi.shape)}, expected "
+                                     f"({nb},)")
+            wi = wi.to(past.device, torch.int64)
+            if not circular and wi.device.type == "cpu" and nb and (
+                    int(wi.min()) < 0 or int(wi.max()) > m_len - s_len):
+                raise run_error(ctx, f"write_indices {wi.tolist()} + sequence length {s_len} "
+                                     f"go outside the cache's {m_len} positions (mode linear)")
+            src = m[None, :] - wi[:, None]
+        if circular:
+            src = torch.remainder(src, m_len)
+        keep = (src < 0) | (src >= s_len)
+        view = [nb] + [1] * (past.ndim - 1)
+        view[ax] = m_len
+        idx = src.clamp(0, s_len - 1).reshape(view)
+        out_shape = list(upd.shape)
+        out_shape[ax] = m_len
+        gathered = torch.gather(upd, ax, idx.expand(out_shape))
+        return [torch.where(keep.reshape(view), past, gathered)]
+    return fn
+
+
+def _tensor_scatter_np(ctx, past, upd, wi, ax, circular):
+    out = past.copy()
+    m_len, s_len = past.shape[ax], upd.shape[ax]
+    w = [0] * past.shape[0] if wi is None else [int(v) for v in np.asarray(
+        wi.cpu() if isinstance(wi, torch.Tensor) else wi).reshape(-1)]
+    lead = (slice(None),) * (ax - 1)
+    for b in range(past.shape[0]):
+        for i in range(s_len):
+            j = (w[b] + i) % m_len if circular else w[b] + i
+            if not 0 <= j < m_len:
+                raise run_error(ctx, f"write index {j} is outside the cache's {m_len} "
+                                     "positions (mode linear)")
+            out[(b, *lead, j)] = upd[(b, *lead, i)]
+    return out

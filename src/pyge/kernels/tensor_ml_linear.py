@@ -175,7 +175,6 @@ def svm_regressor(ctx):
     return fn
 
 
-
 def _multiclass_probability(r: torch.Tensor, k: int) -> torch.Tensor:
     """libsvm's pairwise coupling (Wu, Lin, Weng 2004, method 2), batched: r [N, k, k] with
     r[i, j] = P(class i | i or j) -> [N, k]; each sample stops when its error < 0.005 / k."""

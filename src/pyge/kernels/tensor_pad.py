@@ -1,10 +1,11 @@
-"""Pad: constant, reflect, edge and wrap modes, attribute form (< 11) and input form."""
+"""Pad (constant, reflect, edge and wrap modes; attribute form before opset 11, input form
+after) and CenterCropPad (crop or zero-pad each axis about its centre)."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from ._util import int_input, ints, is_str, node_error, norm_axis, scalar
+from ._util import int_input, ints, is_str, node_error, norm_axis, run_error, scalar
 from .registry import register
 
 _MODES = ("constant", "reflect", "edge", "wrap")
@@ -79,4 +80,42 @@ def pad(ctx):
         v = scalar(xs[2]) if vdyn else value
         return [_pad(xs[0], ints(xs[1]) if pdyn else pads, mode, v,
                      ints(xs[3]) if adyn else axes)]
+    return fn
+
+
+# ---------------------------------------------------------------------------------------
+# CenterCropPad
+
+
+@register("CenterCropPad", since=18)
+def center_crop_pad(ctx):
+    axes_attr = ctx.attr("axes")
+    shape_c = ctx.const_input(1)
+    shape_c = ints(shape_c) if shape_c is not None else None
+
+    def fn(xs):
+        x = xs[0]
+        shape = shape_c if shape_c is not None else ints(xs[1])
+        try:
+            axes = [norm_axis(a, x.ndim) for a in axes_attr] if axes_attr is not None \
+                else list(range(x.ndim))
+        except ValueError as e:
+            raise run_error(ctx, f"attribute 'axes': {e}") from None
+        if len(axes) != len(shape):
+            raise run_error(ctx, f"shape {shape} must have one entry per axis {axes}")
+        out_shape = list(x.shape)
+        src = [slice(None)] * x.ndim
+        dst = [slice(None)] * x.ndim
+        for a, s in zip(axes, shape):
+            d = x.shape[a]
+            out_shape[a] = s
+            if s < d:
+                src[a] = slice((d - s) // 2, (d - s) // 2 + s)
+            elif s > d:
+                dst[a] = slice((s - d) // 2, (s - d) // 2 + d)
+        if out_shape == list(x.shape):
+            return [x]
+        y = torch.zeros(out_shape, dtype=x.dtype, device=x.device)
+        y[tuple(dst)] = x[tuple(src)]
+        return [y]
     return fn

@@ -1,8 +1,8 @@
 """onnxruntime's quantized contrib operators (domain com.microsoft), the ones its
-quantization tool writes in the QOperator format and its graph optimizer fuses to:
-QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearConcat, QLinearSigmoid,
-QLinearLeakyRelu, QLinearAveragePool, QLinearSoftmax, QGemm, DynamicQuantizeMatMul,
-MatMulIntegerToFloat, QuantizeLinear, DequantizeLinear.
+quantization tool writes in the QOperator format and its graph optimizer fuses to. This
+file: QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat,
+QLinearSoftmax, QuantizeLinear, DequantizeLinear, and the helpers the family shares; the
+pools are in tensor_quant_ms_pool.py, QGemm and the *MatMul* ops in tensor_quant_ms_gemm.py.
 
 There is no spec beyond the contrib-op docs; onnxruntime (MLAS, x86) is the oracle, so
 each kernel repeats its arithmetic in float32, operation for operation, to give the same
@@ -13,22 +13,19 @@ integers:
   transform (MLAS's rational logistic approximation for Sigmoid), quantize
   (round_half_even(v / y_scale) + zero_point, saturated);
 - pools: the integer (global) or float32 (windowed, summed in onnxruntime's order) sums;
-- products (QGemm, *MatMul*): the exact integer accumulator (float64, see tensor_quant),
-  then onnxruntime's float32 output processing (acc * scale [+ bias]).
+- products (QGemm, *MatMul*): the exact integer accumulator (float64, see
+  tensor_quant_int.py), then onnxruntime's float32 output processing (acc * scale [+ bias]).
 """
 from __future__ import annotations
 
 import dataclasses
 
 import torch
-import torch.nn.functional as F
 
 from ._util import node_error, norm_axis, run_error
 from .onednn import Derived
 from .registry import register
-from .tensor_quant import (_8BIT, _QRANGE, _check, _col_layout, _operand,
-                           _row_layout, _run_check, dequantize_linear, dyn_quant_u8,
-                           quantize_linear)
+from .tensor_quant import _8BIT, _QRANGE, _check, _run_check, dequantize_linear, quantize_linear
 
 MS = "com.microsoft"
 _F32 = torch.float32
@@ -114,34 +111,6 @@ def qlinear_mul(ctx):
             / _sc(ctx, sc, "C_scale").to(_F32)
         y = (a.to(_F32) - za) * (b.to(_F32) - zb) * m
         return [_sat(ctx, y, zc, a.dtype)]
-    return fn
-
-
-# ---------------------------------------------------------------------------------------
-# QLinearGlobalAveragePool
-
-
-@register("QLinearGlobalAveragePool", domain=MS)
-def qlinear_global_average_pool(ctx):
-    # The exact integer sum of each channel, minus zero point * size, times
-    # x_scale / (y_scale * size) in float32 (MLAS's requantization), round half to even.
-    _types(ctx, [(0, "X"), (2, "x_zero_point"), (4, "y_zero_point")])
-    last = bool(ctx.attr("channels_last", 0))
-
-    def fn(xs):
-        x, sx, zx, sy = xs[:4]
-        zy = _get(xs, 4)
-        _run_check(ctx, x, _8BIT, "X")
-        if x.ndim < 3:
-            raise run_error(ctx, f"X of rank {x.ndim} has no spatial axes (rank 3+ expected)")
-        zx, zy = _zp(ctx, zx, "x_zero_point", x), _zp(ctx, zy, "y_zero_point", x)
-        dims = tuple(range(1, x.ndim - 1)) if last else tuple(range(2, x.ndim))
-        size = 1
-        for d in dims:
-            size *= x.shape[d]
-        acc = x.to(torch.float64).sum(dim=dims, keepdim=True) - zx.to(torch.float64) * size
-        scale = _sc(ctx, sx, "x_scale").to(_F32) / (_sc(ctx, sy, "y_scale").to(_F32) * float(size))
-        return [_sat(ctx, acc.to(_F32) * scale, zy, x.dtype)]
     return fn
 
 
@@ -267,208 +236,6 @@ def qlinear_concat(ctx):
             return [torch.cat(parts, dim=ax)]
         except (ValueError, RuntimeError) as err:
             raise run_error(ctx, str(err)) from None
-    return fn
-
-
-# ---------------------------------------------------------------------------------------
-# QLinearAveragePool
-
-
-@register("QLinearAveragePool", domain=MS)
-def qlinear_average_pool(ctx):
-    # onnxruntime dequantizes to float32 (x_scale * (q - zp)), sums each window in order
-    # (rows, then columns...) over the positions inside the input, divides by the count
-    # (the kernel size with count_include_pad), and quantizes round(v / y_scale + zp).
-    # The same sums here: one shifted strided slice per kernel offset, in that order.
-    _types(ctx, [(0, "X"), (2, "x_zero_point"), (4, "y_zero_point")])
-    k = list(ctx.attr("kernel_shape") or [])
-    if not k:
-        raise node_error(ctx, "attribute 'kernel_shape' is required")
-    n = len(k)
-    strides = list(ctx.attr("strides") or [1] * n)
-    pads = list(ctx.attr("pads") or [0] * (2 * n))
-    auto_pad = ctx.attr("auto_pad", "NOTSET")
-    if isinstance(auto_pad, bytes):
-        auto_pad = auto_pad.decode()
-    if auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
-        raise node_error(ctx, f"auto_pad={auto_pad!r} is not supported")
-    dil = ctx.attr("dilations")
-    if dil and any(d != 1 for d in dil):
-        raise node_error(ctx, f"dilations={list(dil)} are not supported (onnxruntime has none)")
-    ceil = bool(ctx.attr("ceil_mode", 0))
-    include_pad = bool(ctx.attr("count_include_pad", 0))
-    last = bool(ctx.attr("channels_last", 0))
-    if len(strides) != n or len(pads) != 2 * n:
-        raise node_error(ctx, f"strides {strides} / pads {pads} do not fit kernel_shape {k}")
-    plans: dict = {}
-
-    def plan(sizes):
-        outs, heads, counts = [], [], []
-        for i, size in enumerate(sizes):
-            kk, s = k[i], strides[i]
-            if auto_pad == "VALID":
-                out, head, tail = (size - kk) // s + 1, 0, 0
-            elif auto_pad.startswith("SAME"):
-                out = -(-size // s)
-                need = max(0, (out - 1) * s + kk - size)
-                head = need // 2 if auto_pad == "SAME_UPPER" else (need + 1) // 2
-            else:
-                head, tail = pads[i], pads[i + n]
-                span = size + head + tail - kk
-                out = (-(-span // s) if ceil else span // s) + 1
-            if out < 1:
-                raise run_error(ctx, f"kernel_shape {k} does not fit the input {sizes}")
-            st = torch.arange(out) * s - head
-            cnt = torch.minimum(st + kk, torch.tensor(size)) - st.clamp(min=0)
-            outs.append(out)
-            heads.append(head)
-            counts.append(cnt)
-        tails = [(o - 1) * strides[i] + k[i] - heads[i] - sizes[i] for i, o in enumerate(outs)]
-        if include_pad:
-            count = torch.tensor(float(torch.tensor(k).prod()), dtype=_F32)
-        else:
-            count = counts[0].to(_F32)
-            for c in counts[1:]:
-                count = (count.reshape(count.shape + (1,)) * c.to(_F32))
-        return outs, heads, tails, count
-
-    def fn(xs):
-        x, sx, zx, sy = xs[:4]
-        zy = _get(xs, 4)
-        _run_check(ctx, x, _8BIT, "X")
-        if x.ndim != n + 2:
-            raise run_error(ctx, f"X of rank {x.ndim} does not fit kernel_shape {k}")
-        zx = _zp(ctx, zx, "x_zero_point", x)
-        zy = _zp(ctx, zy, "y_zero_point", x)
-        if last:
-            x = x.movedim(-1, 1)
-        sizes = tuple(x.shape[2:])
-        p = plans.get(sizes)
-        if p is None:
-            p = plans[sizes] = plan(sizes)
-        outs, heads, tails, count = p
-        d = _sc(ctx, sx, "x_scale").to(_F32) * (x.to(torch.int32) - zx.to(torch.int32)).to(_F32)
-        pad = []
-        for i in range(n - 1, -1, -1):
-            pad += [max(heads[i], 0), max(tails[i], 0)]
-        d = F.pad(d, pad)
-        for i in range(n):   # negative pads / tails: crop
-            if heads[i] < 0 or tails[i] < 0:
-                d = d.narrow(2 + i, max(-heads[i], 0), d.shape[2 + i] - max(-heads[i], 0)
-                             - max(-tails[i], 0))
-        acc = None
-        for off in torch.cartesian_prod(*[torch.arange(kk) for kk in k]).reshape(-1, n).tolist():
-            sl = [slice(None), slice(None)] + [
-                slice(o, o + (outs[i] - 1) * strides[i] + 1, strides[i]) for i, o in enumerate(off)]
-            v = d[tuple(sl)]
-            acc = v.clone() if acc is None else acc.add_(v)
-        y = acc / count.to(acc.device)
-        y = torch.round(y / _sc(ctx, sy, "y_scale").to(_F32) + zy)
-        lo, hi = _QRANGE[x.dtype]
-        y = y.clamp_(lo, hi).to(x.dtype)
-        return [y.movedim(1, -1) if last else y]
-    return fn
-
-
-# ---------------------------------------------------------------------------------------
-# Integer products with onnxruntime's float32 output processing
-
-
-def _f32_scalar(v: float) -> torch.Tensor:
-    return torch.tensor(v, dtype=_F32)
-
-
-@register("QGemm", domain=MS)
-def qgemm(ctx):
-    # Y = alpha * a_scale * b_scale * (C + (A - a_zp) @ (B - b_zp)): C is an int32 bias added
-    # to the exact accumulator; with y_scale the result is requantized (the multiplier
-    # alpha * a_scale * b_scale / y_scale in float32, times float32(acc), round half to
-    # even, + y_zero_point), else returned as float32.
-    _types(ctx, [(0, "A"), (2, "a_zero_point"), (3, "B"), (5, "b_zero_point"),
-                 (8, "y_zero_point")])
-    if ctx.has_input(6):
-        _check(ctx, 6, ("int32",), "C")
-    ta, tb = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
-    alpha = _f32_scalar(float(ctx.attr("alpha", 1.0)))
-    a_op = _operand(ctx, 0, 2, "A", lambda v, x: _sc(ctx, v, "a_zero_point"))
-    # B's zero point / scale: a scalar or one per column (N).
-    b_op = _operand(ctx, 3, 5, "B", lambda v, x: v.reshape(()) if v.numel() == 1
-                    else v.reshape((1, -1) if tb is False else (-1, 1)))
-
-    def fn(xs):
-        a, sa, za, b, sb, zb = xs[:6]
-        c, sy, zy = _get(xs, 6), _get(xs, 7), _get(xs, 8)
-        _run_check(ctx, a, _8BIT, "A")
-        _run_check(ctx, b, _8BIT, "B")
-        if a.ndim != 2 or b.ndim != 2:
-            raise run_error(ctx, f"A {tuple(a.shape)} and B {tuple(b.shape)} must be 2-D")
-        ac, bc = a_op(a, za), b_op(b, zb)
-        acc = torch.matmul(ac.t() if ta else ac, bc.t() if tb else bc)
-        if c is not None:
-            _run_check(ctx, c, ("int32",), "C")
-            acc = acc + c.to(torch.float64)
-        n = acc.shape[1]
-        sb = sb.to(_F32).reshape(-1)
-        if sb.numel() not in (1, n):
-            raise run_error(ctx, f"b_scale of shape {tuple(sb.shape)}: a scalar or {n} values")
-        scale = alpha.to(sb.device) * _sc(ctx, sa, "a_scale").to(_F32) * sb
-        acc = acc.to(torch.int64).to(torch.int32).to(_F32)   # the int32 accumulator
-        if sy is None:
-            return [acc * scale]
-        if zy is not None and zy.dtype not in (torch.uint8, torch.int8):
-            raise run_error(ctx, f"y_zero_point of type {zy.dtype} is not supported")
-        out = zy.dtype if zy is not None else a.dtype
-        zyf = torch.zeros((), dtype=_F32, device=a.device) if zy is None \
-            else _sc(ctx, zy, "y_zero_point").to(_F32)
-        m = scale / _sc(ctx, sy, "y_scale").to(_F32)
-        return [_sat(ctx, acc * m, zyf, out)]
-    return fn
-
-
-def _float_out(ctx, acc, scale, bias):
-    """float32(int32 accumulator) * scale [+ bias], onnxruntime's output processor."""
-    y = acc.to(torch.int64).to(torch.int32).to(_F32) * scale
-    if bias is not None:
-        if bias.dtype != _F32:
-            raise run_error(ctx, f"bias of type {bias.dtype} is not supported (float32 is)")
-        y = y + bias
-    return y
-
-
-@register("DynamicQuantizeMatMul", domain=MS)
-def dynamic_quantize_matmul(ctx):
-    # A (float32) quantized to uint8 like DynamicQuantizeLinear, times (B - b_zp) exactly,
-    # then * (a_scale * b_scale) + bias in float32.
-    _check(ctx, 0, ("float32",), "A")
-    _types(ctx, [(1, "B"), (3, "b_zero_point")])
-    b_op = _operand(ctx, 1, 3, "B", _col_layout)
-
-    def fn(xs):
-        a, b, sb = xs[:3]
-        zb, bias = _get(xs, 3), _get(xs, 4)
-        _run_check(ctx, a, ("float32",), "A")
-        _run_check(ctx, b, _8BIT, "B")
-        q, sa, za = dyn_quant_u8(a)
-        acc = torch.matmul((q - za).to(torch.float64), b_op(b, zb))
-        return [_float_out(ctx, acc, sa * _col_layout(sb, b).to(_F32), bias)]
-    return fn
-
-
-@register("MatMulIntegerToFloat", domain=MS)
-def matmul_integer_to_float(ctx):
-    # (A - a_zp) @ (B - b_zp) exactly, then * (a_scale * b_scale) + bias in float32.
-    _types(ctx, [(0, "A"), (1, "B"), (4, "a_zero_point"), (5, "b_zero_point")])
-    a_op = _operand(ctx, 0, 4, "A", _row_layout)
-    b_op = _operand(ctx, 1, 5, "B", _col_layout)
-
-    def fn(xs):
-        a, b, sa, sb = xs[:4]
-        za, zb, bias = _get(xs, 4), _get(xs, 5), _get(xs, 6)
-        _run_check(ctx, a, _8BIT, "A")
-        _run_check(ctx, b, _8BIT, "B")
-        acc = torch.matmul(a_op(a, za), b_op(b, zb))
-        scale = _row_layout(sa, a).to(_F32) * _col_layout(sb, b).to(_F32)
-        return [_float_out(ctx, acc, scale, bias)]
     return fn
 
 

@@ -16,8 +16,10 @@ import torch
 
 from ..errors import ExecutionError, GraphError
 from ..ir.graph import Graph, Node, Value
+from ._util import describe
+from .build import build_kernel
+from .convert import to_torch
 from .registry import KernelContext, register
-from .runtime import build_kernel, describe, to_torch
 
 DOMAIN = "ai.onnx.preview.training"
 

@@ -176,7 +176,7 @@ def _run_hooked_cpu(model, feeds, runs: int, warmup: int) -> dict[str, float]:
 def _run_hooked_cuda(model, feeds, runs: int, warmup: int) -> dict[str, float]:
     import torch
 
-    from ..kernels.runtime import to_torch
+    from ..kernels.convert import to_torch
     model.executor    # built first: no usable CUDA device is its OptionError, not torch's assertion
     # Feeds on the device first: copying a numpy feed from pageable memory inside run()
     # would wait for the sleep kernel below, and the events would then time launch gaps.

@@ -1,4 +1,4 @@
-"""kernels/tensor_misc.py: BitCast against numpy's view (and onnxruntime where it has
+"""BitCast (kernels/elementwise.py) against numpy's view (and onnxruntime where it has
 the op), and its refusals."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from onnx import TensorProto, helper
 
 from pyge.errors import GraphError
 from pyge.frontends import load_onnx
-from pyge.kernels.runtime import run_reference
+from pyge.executors.interpreter import run_reference
 from pyge.testing import one_node_model
 
 RNG = np.random.default_rng(3)

@@ -1,5 +1,5 @@
 """Shape and layout kernels: Reshape, Transpose, Concat, Split, Slice, Squeeze/Unsqueeze,
-Flatten, Expand, Tile, Gather, Shape, Size, Identity.
+Flatten, Expand, Tile, DepthToSpace/SpaceToDepth, Shape, Size, Identity.
 
 Most return views (no copy) as torch's reshape/permute/split do; Expand materialises its
 result because a zero-stride view handed to a user as numpy would alias its elements.
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import torch
 
-from ._util import const_tensor, int_input, ints, is_str, node_error, norm_axis, np_of, run_error
+from ._util import int_input, ints, is_str, node_error, norm_axis
 from .registry import register
 
 
@@ -258,7 +258,7 @@ def slice_(ctx):
 
 
 # ---------------------------------------------------------------------------------------
-# Expand / Tile / Gather
+# Expand / Tile
 
 
 @register("Expand", since=8)
@@ -288,39 +288,6 @@ def tile(ctx):
     return lambda xs: [do(xs[0], reps)]
 
 
-@register("Gather")
-def gather(ctx):
-    axis = ctx.attr("axis", 0)
-    c = ctx.const_input(1)
-    if c is not None and c.ndim == 0 and c.item() >= 0:
-        k = int(c.item())
-        # Fast path: a constant scalar index is a select (a view).
-        return lambda xs: [xs[0][(slice(None),) * norm_axis(axis, xs[0].ndim) + (k,)]]
-    const_idx = None
-    if c is not None and (c >= 0).all():
-        const_idx = const_tensor(c.astype(np.int64).reshape(-1), ctx.device)
-        idx_shape = tuple(c.shape)
-
-    def fn(xs):
-        x, idx = xs
-        ax = norm_axis(axis, x.ndim)
-        if is_str(x):
-            return [np.take(x, np_of(idx), axis=ax)]
-        if const_idx is not None:
-            flat, shape = const_idx, idx_shape
-        else:
-            dim = x.shape[ax]
-            idx = idx.long() if idx.dtype != torch.int64 else idx
-            flat, shape = torch.where(idx < 0, idx + dim, idx).reshape(-1), tuple(idx.shape)
-            if flat.device.type != "cpu" and flat.numel() and \
-                    not bool(((flat >= 0) & (flat < dim)).all()):
-                # (the CPU kernel raises by itself; a device kernel would assert instead)
-                raise run_error(ctx, f"Gather index out of range for axis {ax} of size {dim}")
-        out = x.index_select(ax, flat)
-        return [out.reshape(tuple(x.shape[:ax]) + shape + tuple(x.shape[ax + 1:]))]
-    return fn
-
-
 # ---------------------------------------------------------------------------------------
 # Shape / Size
 
@@ -337,3 +304,36 @@ def shape(ctx):
 def size(ctx):
     dev = ctx.device
     return lambda xs: [torch.tensor(int(np.prod(xs[0].shape)), dtype=torch.int64, device=dev)]
+
+
+# ---------------------------------------------------------------------------------------
+# DepthToSpace / SpaceToDepth
+
+
+@register("DepthToSpace")
+def depth_to_space(ctx):
+    bs = ctx.attr("blocksize")
+    crd = ctx.attr("mode", "DCR") == "CRD"
+
+    def fn(xs):
+        x = xs[0]
+        b, c, h, w = x.shape
+        if crd:
+            y = x.reshape(b, c // (bs * bs), bs, bs, h, w).permute(0, 1, 4, 2, 5, 3)
+        else:
+            y = x.reshape(b, bs, bs, c // (bs * bs), h, w).permute(0, 3, 4, 1, 5, 2)
+        return [y.reshape(b, c // (bs * bs), h * bs, w * bs)]
+    return fn
+
+
+@register("SpaceToDepth")
+def space_to_depth(ctx):
+    bs = ctx.attr("blocksize")
+    perm = (0, 1, 3, 5, 2, 4) if ctx.attr("mode", "DCR") == "CRD" else (0, 3, 5, 1, 2, 4)
+
+    def fn(xs):
+        x = xs[0]
+        b, c, h, w = x.shape
+        y = x.reshape(b, c, h // bs, bs, w // bs, bs).permute(perm)
+        return [y.reshape(b, c * bs * bs, h // bs, w // bs)]
+    return fn

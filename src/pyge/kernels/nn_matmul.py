@@ -1,0 +1,79 @@
+"""MatMul and Gemm. On the CPU a float32 product with a constant 2-D weight runs on oneDNN
+with the weight packed once (onednn.py); everything else is torch's matmul / addmm."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ._util import FLOAT_TYPES
+from .onednn import MKLDNN, PACKED_LINEAR_OK, Derived
+from .registry import register
+
+
+@register("MatMul")
+def matmul(ctx):
+    linear = _packed_linear(ctx, 1, False)
+    if linear is None:
+        return lambda xs: [torch.matmul(xs[0], xs[1])]
+
+    def fn(xs):
+        y = linear(xs[0], xs[1], None)
+        return [y if y is not None else torch.matmul(xs[0], xs[1])]
+    return fn
+
+
+def _packed_linear(ctx, b_index: int, transposed: bool):
+    """For a float32 matrix product on the CPU whose weight (input `b_index`) is a 2-D
+    constant: fn(a, b, bias) -> a @ B (+ bias) by oneDNN on the packed weight, or None where
+    that does not apply. `transposed`: B is given as (N, K), as Gemm's transB=1 has it."""
+    w = ctx.const_input(b_index)
+    if not PACKED_LINEAR_OK or torch.device(ctx.device).type != "cpu" or w is None \
+            or w.ndim != 2 or w.dtype != np.float32:
+        return None
+    packed = Derived()
+
+    def fn(a, b, bias):
+        if a.dtype != torch.float32 or a.ndim < 2 or b.dtype != torch.float32 or b.requires_grad:
+            return None
+        # Packed once, for the first call's row count: a packing made for another batch
+        # size still runs, on large weights still well ahead of torch.addmm
+        # (bench_kernels_cpu.py's batch-8 rows reuse the batch-1 packing), while repacking
+        # whenever the batch changes would reorder the whole weight per call.
+        wp = packed.get((b,), None, lambda: MKLDNN._reorder_linear_weight(
+            b if transposed else b.t().contiguous(), a.numel() // max(a.shape[-1], 1)))
+        return MKLDNN._linear_pointwise(a, wp, bias, "none", [], "")
+    return fn
+
+
+@register("Gemm")
+def gemm(ctx):
+    alpha, beta = ctx.attr("alpha", 1.0), ctx.attr("beta", 1.0)
+    ta, tb = ctx.attr("transA", 0), ctx.attr("transB", 0)
+    has_c = ctx.has_input(2) and beta != 0.0
+    linear = _packed_linear(ctx, 1, bool(tb)) if alpha == 1.0 and not ta \
+        and (not has_c or beta == 1.0) else None
+
+    def fn(xs):
+        a, b = xs[0], xs[1]
+        if linear is not None:
+            c = xs[2] if has_c else None
+            n = b.shape[0] if tb else b.shape[-1]
+            # A bias oneDNN can take: one value per output column.
+            if c is None or (c.dtype == torch.float32 and c.numel() == n
+                             and (c.ndim == 1 or (c.ndim == 2 and c.shape[0] == 1))):
+                y = linear(a, b, None if c is None else c.reshape(n))
+                if y is not None:
+                    return [y]
+        a = a.T if ta else a
+        b = b.T if tb else b
+        if has_c and xs[2] is not None:
+            if a.dtype in FLOAT_TYPES:
+                # One fused BLAS call; addmm broadcasts C to (M, N).
+                return [torch.addmm(xs[2], a, b, beta=beta, alpha=alpha)]
+            if (alpha, beta) == (1, 1):
+                return [a @ b + xs[2]]
+            # Integer types: float alpha/beta must not promote the result (it stays T).
+            return [((a @ b) * alpha + xs[2] * beta).to(a.dtype)]
+        out = torch.mm(a, b) if a.dtype in FLOAT_TYPES else a @ b
+        return [(out * alpha).to(out.dtype) if alpha != 1.0 else out]
+    return fn
