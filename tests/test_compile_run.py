@@ -60,8 +60,8 @@ def test_bad_device():
 
 
 def test_not_a_graph():
-    with pytest.raises(pyge.GraphError, match="expects a pyge.Graph"):
-        pyge.compile("model.onnx")
+    with pytest.raises(pyge.GraphError, match="expects a pyge.Graph or a model path, got int"):
+        pyge.compile(42)
 
 
 def _onnx_model(nodes, inputs, outputs, inits=()):
@@ -145,3 +145,191 @@ def test_string_outputs_are_handed_over_as_copies():
                     [helper.make_tensor_value_info(n, TP.STRING, [2]) for n in "st"], [words])
     _write_into_outputs_then_rerun(pyge.compile(g, "cpu", {"ge.exec.enableFusion": "false"}),
                                    {"x": np.ones(1, np.float32)})
+
+
+# -- the front door: paths, devices, output names, onnxruntime's habits ------------------------
+
+def _proto():
+    from onnx import TensorProto as TP, helper
+    nodes = [helper.make_node("Abs", ["input"], ["a"], name="Abs_1"),
+             helper.make_node("Relu", ["input"], ["r"], name="Relu_1"),
+             helper.make_node("Add", ["a", "r"], ["output"], name="Add_1")]
+    io = [helper.make_tensor_value_info(n, TP.FLOAT, [2, 3]) for n in ("input", "a", "output")]
+    g = helper.make_graph(nodes, "front", io[:1], [io[2], io[1]])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+X = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+
+
+@pytest.fixture
+def onnx_file(tmp_path):
+    import onnx
+    path = tmp_path / "front.onnx"
+    onnx.save(_proto(), str(path))
+    return path
+
+
+def test_compile_takes_an_onnx_path_as_str_or_path(onnx_file):
+    want = pyge.compile(pyge.load_onnx(onnx_file)).run({"input": X})
+    for path in (str(onnx_file), onnx_file):
+        got = pyge.compile(path, options={"ge.enableSingleStream": "true"}).run({"input": X})
+        np.testing.assert_array_equal(got["output"], want["output"])
+
+
+def test_compile_loads_a_pgm_as_the_offline_model(onnx_file, tmp_path):
+    m = pyge.compile(onnx_file, options={"ge.streamMaxParallelNum": "2"})
+    m.save(tmp_path / "front.pgm")
+    loaded = pyge.compile(str(tmp_path / "front.pgm"))
+    assert loaded.streams == m.streams and loaded.device == "cpu"
+    np.testing.assert_array_equal(loaded.run({"input": X})["output"], m.run({"input": X})["output"])
+    again = pyge.compile(tmp_path / "front.pgm", options={"ge.streamMaxParallelNum": "2",   # as compiled
+                                                          "pyge.intraOpThreads": "1"})      # run time
+    assert again.options["pyge.intraOpThreads"] == 1 and again.streams == m.streams
+
+
+@pytest.mark.parametrize("opts, match", [
+    ({"ge.enableSingleStream": "true"},
+     r"option ge.enableSingleStream='true' would change the plan of .*front.pgm, "
+     r"which is compiled already \(with ge.enableSingleStream='false'\)"),
+    ({"ge.streamMaxParallelNum": "3"}, "recompile the source model"),
+    ({"ge.nope": "1"}, "unknown option 'ge.nope'"),
+])
+def test_options_that_would_change_a_pgm_plan_are_refused(onnx_file, tmp_path, opts, match):
+    pyge.compile(onnx_file).save(tmp_path / "front.pgm")
+    with pytest.raises(pyge.OptionError, match=match) as err:
+        pyge.compile(tmp_path / "front.pgm", options=opts)
+    assert "\n" not in str(err.value)
+
+
+def test_a_wrong_suffix_or_a_missing_file_is_one_line_naming_the_path(tmp_path, onnx_file):
+    (tmp_path / "model.txt").write_text("x")
+    cases = [(tmp_path / "model.txt", r"model.txt is a '.txt' file; accepted: .onnx, .pgm"),
+             (tmp_path / "model", "is a file without a suffix"),
+             (tmp_path / "missing.onnx", "model file not found: .*missing.onnx"),
+             (tmp_path / "missing.pgm", "model file not found: .*missing.pgm"),
+             (tmp_path, "accepted: .onnx, .pgm")]
+    (tmp_path / "dir.onnx").mkdir()
+    cases.append((tmp_path / "dir.onnx", "model path is not a file: .*dir.onnx"))
+    for path, match in cases:
+        with pytest.raises(pyge.ModelLoadError, match=match) as err:
+            pyge.compile(path)
+        assert "\n" not in str(err.value) and str(path) in str(err.value)
+    (tmp_path / "fake.pgm").write_bytes(b"not a model")
+    with pytest.raises(pyge.ModelFileError, match="fake.pgm"):
+        pyge.compile(tmp_path / "fake.pgm")
+
+
+def _no_gpu(monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def test_cuda_without_a_usable_gpu_fails_at_compile_time(monkeypatch, onnx_file, tmp_path):
+    _no_gpu(monkeypatch)
+    g = _graph()
+    for call in (lambda: pyge.compile(g, device="cuda"), lambda: pyge.compile(g, "cuda:0"),
+                 lambda: pyge.compile(onnx_file, device="cuda")):
+        with pytest.raises(pyge.OptionError, match=r"device 'cuda(:0)?': CUDA is not available") as err:
+            call()
+        assert "\n" not in str(err.value)
+    sess = pyge.Session(device="cuda")
+    sess.add_graph(1, g)
+    with pytest.raises(pyge.OptionError, match="CUDA is not available"):
+        sess.build_graph(1)
+    pyge.compile(g).save(tmp_path / "m.pgm")            # an offline model moved to cuda
+    with pytest.raises(pyge.OptionError, match="CUDA is not available"):
+        pyge.compile(tmp_path / "m.pgm", device="cuda")
+
+
+def test_a_fake_cuda_device_stands_in_at_compile_time(monkeypatch, tmp_path):
+    import torch
+
+    from pyge.executors import cuda as cuda_mod
+    _no_gpu(monkeypatch)
+    monkeypatch.setattr(cuda_mod, "_device", lambda device: torch.device("cpu"))
+    m = pyge.compile(_graph(), device="cuda")
+    assert m.device == "cuda"
+    m.save(tmp_path / "m.pgm")
+    assert pyge.compile(tmp_path / "m.pgm").device == "cuda"    # its own device by default
+    assert pyge.compile(tmp_path / "m.pgm", device="cpu").device == "cpu"
+
+
+def _two_outputs():
+    b = pyge.GraphBuilder("two")
+    x = b.input("x", "float32", (2, 3))
+    a = b.op("Abs", [x], name="Abs_1")
+    r = b.op("Relu", [x], name="Relu_1")
+    b.output(a, "a")
+    b.output(b.op("Neg", [r], name="Neg_1"), "n")
+    b.output(b.op("Add", [a, r], name="Add_1"), "s")
+    return b.build()
+
+
+@pytest.fixture(params=["true", "false"], ids=["one-stream", "streams"])
+def two(request):
+    m = pyge.compile(_two_outputs(), options={"ge.enableSingleStream": request.param,
+                                              "ge.streamMaxParallelNum": "3"})
+    assert (m.num_streams == 1) == (request.param == "true")
+    return m
+
+
+def test_output_names_gives_only_those_in_that_order(two):
+    full = two.run({"x": X})
+    got = two.run({"x": X}, output_names=["s", "a"])
+    assert list(got) == ["s", "a"]
+    for k in got:
+        np.testing.assert_array_equal(got[k], full[k])
+    assert list(two.run({"x": X}, ["n"])) == ["n"]              # positional, pyge's order
+
+
+@pytest.mark.parametrize("names, match", [
+    (["a", "nope"], r"unknown output 'nope' in output_names; the model's outputs are: a, n, s"),
+    ("a", r"output_names must be a list of output names, got str; the model's outputs are: a, n, s"),
+    ([], "output_names is empty"),
+    (["a", "a"], "output 'a' is named twice"),
+    ([1], "unknown output 1"),
+])
+def test_bad_output_names(two, names, match):
+    with pytest.raises(pyge.InputError, match=match) as err:
+        two.run({"x": X}, output_names=names)
+    assert "\n" not in str(err.value)
+
+
+def test_a_model_is_callable_and_takes_feeds_as_a_list(two):
+    full = two.run({"x": X})
+    for got in (two({"x": X}), two([X]), two.run((X,)), two([X], output_names=["a", "n", "s"])):
+        assert list(got) == ["a", "n", "s"]
+        for k in full:
+            np.testing.assert_array_equal(got[k], full[k])
+    with pytest.raises(pyge.InputError, match=r"takes 1 input\(s\) \(x\), got a list of 2"):
+        two([X, X])
+    with pytest.raises(pyge.InputError, match="a dict of input name -> array or a list in input order"):
+        two(X)
+
+
+def test_onnxruntime_positional_call_returns_onnxruntime_lists(two):
+    full = two.run({"x": X})
+    got = two.run(None, {"x": X})
+    assert isinstance(got, list) and len(got) == 3
+    for g, k in zip(got, ["a", "n", "s"]):
+        np.testing.assert_array_equal(g, full[k])
+    s, a = two.run(["s", "a"], {"x": X})
+    np.testing.assert_array_equal(s, full["s"])
+    np.testing.assert_array_equal(a, full["a"])
+    (n,) = two(("n",), {"x": X})
+    np.testing.assert_array_equal(n, full["n"])
+    with pytest.raises(pyge.InputError, match=r"output_names is a dict; pyge's call is run\(feeds, output_na"):
+        two.run({"x": X}, {"x": X})
+    with pytest.raises(pyge.InputError, match="unknown output 'zz'"):
+        two.run(["zz"], {"x": X})
+
+
+def test_onnxruntime_call_gives_onnxruntime_results():
+    ort = pytest.importorskip("onnxruntime")
+    proto = _proto()
+    ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    m = pyge.compile(pyge.load_onnx(proto))
+    for names in (None, ["a"], ["a", "output"]):
+        for want, got in zip(ref.run(names, {"input": X}), m.run(names, {"input": X}), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -100,6 +100,22 @@ def test_run_graph_builds_if_needed(graph, feeds):
         np.testing.assert_allclose(out[0], single["logits"], rtol=1e-5, atol=1e-6)
 
 
+def test_run_graph_and_run_take_a_list_or_a_dict(graph, feeds):
+    sess = pyge.Session()
+    sess.add_graph(1, graph)
+    want = sess.build_graph(1).run(feeds)["logits"]
+    for inputs, lists in ((feeds, False), ([feeds["input"]], True), ((feeds["input"],), True)):
+        out = sess.run_graph(1, inputs)
+        assert isinstance(out, list) == lists
+        np.testing.assert_array_equal(out[0] if lists else out["logits"], want)
+    model = sess.compiled_model(1)
+    for inputs in (feeds, [feeds["input"]], (feeds["input"],)):
+        got = model.run(inputs)                       # CompiledModel.run: a dict either way
+        assert list(got) == ["logits"]
+        np.testing.assert_array_equal(got["logits"], want)
+    assert sess.build_graph(1, feeds) is model and sess.build_graph(1, [feeds["input"]]) is model
+
+
 def test_inputs_checked(graph, feeds):
     sess = pyge.Session()
     sess.add_graph(1, graph)

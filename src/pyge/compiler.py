@@ -25,6 +25,7 @@ from __future__ import annotations
 import gc
 import itertools
 import logging
+import os
 from typing import Any, Mapping
 
 from .errors import GraphError, PygeError, UnsupportedOperatorError
@@ -156,16 +157,26 @@ PIPELINE = [
 ]
 
 
-def compile_graph(graph: Graph, device: str = "cpu", options: Mapping[str, Any] | Options | None = None,
-                  graph_id: int | None = None):
-    """Compile `graph` for `device` ("cpu" or "cuda"). Returns a CompiledModel."""
+def compile_graph(graph: Graph | str | os.PathLike, device: str | None = None,
+                  options: Mapping[str, Any] | Options | None = None, graph_id: int | None = None):
+    """Compile `graph` for `device` ("cpu", the default, or "cuda"). Returns a CompiledModel.
+
+    `graph` may be a path: a .onnx file is loaded and compiled, a .pgm loaded as the offline
+    model it is (on the device it was compiled for unless `device` is given; model_path.py).
+    A cuda device without a usable GPU fails here, not at the first run.
+    """
     from .dumps import Dumper
     from .model import CompiledModel
+    if isinstance(graph, (str, os.PathLike)):
+        from .model_path import compile_path
+        return compile_path(graph, device, options, graph_id)
     if not isinstance(graph, Graph):
-        raise GraphError(f"pyge.compile expects a pyge.Graph, got {type(graph).__name__} "
-                         "(use pyge.load_onnx or pyge.from_torch first)")
+        raise GraphError(f"pyge.compile expects a pyge.Graph or a model path, got {type(graph).__name__} "
+                         "(or use pyge.load_onnx or pyge.from_torch first)")
     opts = parse_options(options)             # validate what the user gave, as given
-    dev = _check_device(device)
+    dev = _check_device("cpu" if device is None else device)
+    from .executors import check_usable
+    check_usable(dev)
     from .passes.policies.defaults import with_default_policy
     opts = parse_options(with_default_policy(opts, dev))  # the device's default stream policy
     from .passes.custom.plugins import ensure_plugins_loaded

@@ -1,13 +1,82 @@
-"""CompiledModel: what pyge.compile returns."""
+"""CompiledModel: what pyge.compile returns.
+
+Its front door follows the habits users bring from onnxruntime and torch:
+    model.run({"x": x})                       dict: output name -> numpy array
+    model.run([x])                            feeds as a list, in input order
+    model.run(feeds, output_names=["y"])      only these outputs, in this order
+    model(feeds)                              the same as run
+    model.run(None, feeds), run(["y"], feeds) onnxruntime's call: a list, as onnxruntime gives
+    model.get_inputs(), model.get_outputs()   NodeArgs: .name .shape .type, as onnxruntime's
+`model.return_torch` (set by pyge.from_torch(..., return_torch=True)) hands outputs over as
+torch tensors on the model's device instead of numpy arrays.
+"""
 from __future__ import annotations
 
+import re
 import threading
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from .errors import PygeError
-from .ir.graph import Graph
+from .errors import InputError, PygeError
+from .ir.graph import OPTIONAL, SEQUENCE, Graph
 from .options import Options
 from .plan.plan import Event, MemoryPlan, Plan
+
+# Graph metadata key that pyge.from_torch(..., return_torch=True) writes: it travels with the
+# graph through compile, dumps and .pgm files, and makes the model hand over torch tensors.
+RETURN_TORCH_KEY = "pyge.return_torch"
+# numpy dtype names whose ONNX (and so onnxruntime) element names differ; the rest are equal.
+_ONNX_ELEM = {"float32": "float", "float64": "double", "object": "string"}
+_UNNAMED = re.compile(r"unk__\d+")
+
+
+class NodeArg:
+    """One input or output of a compiled model, as onnxruntime's NodeArg.
+
+    `.shape` is a list of dims: an int, the symbolic name (a str), or None when unknown; an
+    unknown rank, and a sequence or optional value, is [] as in onnxruntime. `.type` is
+    onnxruntime's string: "tensor(float)", "seq(tensor(int64))", "optional(tensor(float))".
+    """
+
+    __slots__ = ("name", "shape", "type")
+
+    def __init__(self, name: str, shape: list, type: str):  # noqa: A002 - onnxruntime's name
+        self.name, self.shape, self.type = name, shape, type
+
+    def __repr__(self) -> str:
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape!r})"
+
+
+def _dim(d: Any) -> Any:
+    # ONNX shape inference names a dim it cannot tell "unk__<n>": that is no user's symbol,
+    # and onnxruntime shows such a dim as unknown.
+    return None if isinstance(d, str) and _UNNAMED.fullmatch(d) else d
+
+
+def _type_string(dtype: str | None, kind: str, elem_kind: str | None) -> str:
+    elem = f"tensor({_ONNX_ELEM.get(dtype, dtype) if dtype else 'undefined'})"
+    if kind == SEQUENCE:
+        return f"seq({elem})"
+    if kind == OPTIONAL:
+        return f"optional({'seq(' + elem + ')' if elem_kind == SEQUENCE else elem})"
+    return elem
+
+
+def feeds_by_name(plan: Plan, inputs: Sequence[Any] | Mapping[str, Any]) -> Mapping[str, Any]:
+    """`inputs` as a dict of input name -> value: a dict as it is, a list in input order."""
+    if isinstance(inputs, Mapping):
+        return inputs
+    names = [plan.values[i].name for i in plan.inputs]
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, (list, tuple)):
+        raise InputError(f"feeds must be a dict of input name -> array or a list in input order "
+                         f"({', '.join(names)}), got {type(inputs).__name__}")
+    if len(inputs) != len(names):
+        raise InputError(f"model {plan.graph_name!r} takes {len(names)} input(s) "
+                         f"({', '.join(names)}), got a list of {len(inputs)}")
+    return dict(zip(names, inputs))
+
+
+def _is_name_list(x: Any) -> bool:
+    return isinstance(x, (list, tuple)) and all(isinstance(n, str) for n in x)
 
 
 class CompiledModel:
@@ -20,6 +89,7 @@ class CompiledModel:
         self.device = device
         self.options = options
         self.compile_timings = list(timings or [])
+        self.return_torch = graph.metadata.get(RETURN_TORCH_KEY) == "true"
         self._executor = None
         self._lock = threading.Lock()
 
@@ -31,14 +101,53 @@ class CompiledModel:
             self._executor = make_executor(self.graph, self.plan, self.device, self.options)
         return self._executor
 
-    def run(self, feeds: Mapping[str, Any], **kwargs) -> dict[str, Any]:
-        """Run once; returns output name -> numpy array.
+    def run(self, feeds: Mapping[str, Any] | Sequence[Any], output_names: Sequence[str] | None = None,
+            **kwargs) -> dict[str, Any] | list[Any]:
+        """Run once; returns output name -> numpy array (torch tensors with `return_torch`).
 
+        `feeds`: a dict of input name -> array, or a list in input order. `output_names`:
+        only these outputs, in this order (every output is still computed; only these are
+        copied out); an unknown name is an InputError listing the outputs. onnxruntime's
+        positional call `run(output_names, feeds)`, told apart by its None or list of names
+        before a dict, returns a list in `output_names` order as onnxruntime does.
         Concurrent calls on one model are serialised by a lock (one run owns the stream
         workers and, on CUDA, the captured buffers at a time); each caller gets its own results.
         """
+        ort_form = isinstance(output_names, Mapping) and (feeds is None or _is_name_list(feeds))
+        if ort_form:
+            feeds, output_names = output_names, feeds
+        elif isinstance(output_names, Mapping):
+            raise InputError("run(feeds, output_names): output_names is a dict; pyge's call is "
+                             "run(feeds, output_names=[...]), onnxruntime's run(None or [names], feeds)")
+        named = feeds_by_name(self.plan, feeds)
+        torch_out = self.return_torch and "output_device" not in kwargs
+        if torch_out and self.device != "cpu":
+            kwargs["output_device"] = self.device       # the executor keeps them on the GPU
         with self._lock:
-            return self.executor.run(feeds, **kwargs)
+            out = self.executor.run(named, output_names=output_names, **kwargs)
+        if torch_out and self.device == "cpu":
+            from .kernels.convert import to_torch       # no copy: the arrays' own memory
+            out = {k: to_torch(v, "cpu") for k, v in out.items()}
+        return list(out.values()) if ort_form else out
+
+    __call__ = run
+
+    def get_inputs(self) -> list[NodeArg]:
+        """The model's inputs in feed order, as onnxruntime's InferenceSession.get_inputs()."""
+        return self._node_args(self.plan.inputs, self.graph.inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        """The model's outputs in result order, as onnxruntime's get_outputs()."""
+        return self._node_args(self.plan.outputs, self.graph.outputs)
+
+    def _node_args(self, indices: list[int], values: list) -> list[NodeArg]:
+        elem = {v.name: v.elem_kind for v in values}
+        out = []
+        for i in indices:
+            v = self.plan.values[i]
+            shape = [] if v.shape is None or v.kind != "tensor" else [_dim(d) for d in v.shape]
+            out.append(NodeArg(v.name, shape, _type_string(v.dtype, v.kind, elem.get(v.name))))
+        return out
 
     def profile(self, feeds: Mapping[str, Any], runs: int = 10, warmup: int = 1):
         from .profiling import profile_model
@@ -97,4 +206,4 @@ class CompiledModel:
                 f"{self.num_streams} streams, {len(self.plan.events)} events>")
 
 
-__all__ = ["CompiledModel", "PygeError"]
+__all__ = ["CompiledModel", "NodeArg", "feeds_by_name", "PygeError"]

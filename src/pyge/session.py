@@ -19,8 +19,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .errors import InputError, OptionError, PygeError
+from .errors import OptionError, PygeError
 from .ir.graph import Graph
+from .model import feeds_by_name
 from .options import Options, parse_options
 
 
@@ -97,7 +98,7 @@ class Session:
             model = e.model
         if inputs is not None:
             from .executors.base import check_feeds
-            check_feeds(model.graph, model.plan, _as_feeds(model, inputs))
+            check_feeds(model.graph, model.plan, feeds_by_name(model.plan, inputs))
         return model
 
     def run_graph(self, graph_id: int, inputs: Sequence[Any] | Mapping[str, Any]):
@@ -107,7 +108,7 @@ class Session:
         a dict gives a dict.
         """
         model = self.build_graph(graph_id)
-        out = model.run(_as_feeds(model, inputs))
+        out = model.run(feeds_by_name(model.plan, inputs))
         if isinstance(inputs, Mapping):
             return out
         return [out[model.plan.values[i].name] for i in model.plan.outputs]
@@ -142,18 +143,6 @@ def _check_id(graph_id: Any) -> int:
     if isinstance(graph_id, bool) or not isinstance(graph_id, int) or graph_id < 0:
         raise SessionError(f"graph id must be a non-negative integer, got {graph_id!r}")
     return graph_id
-
-
-def _as_feeds(model, inputs: Sequence[Any] | Mapping[str, Any]) -> Mapping[str, Any]:
-    if isinstance(inputs, Mapping):
-        return inputs
-    names = [model.plan.values[i].name for i in model.plan.inputs]
-    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
-        raise InputError(f"inputs must be a list (in graph-input order) or a dict, got {type(inputs).__name__}")
-    if len(inputs) != len(names):
-        raise InputError(f"graph {model.plan.graph_name!r} takes {len(names)} input(s) "
-                         f"({', '.join(names)}), got {len(inputs)}")
-    return dict(zip(names, inputs))
 
 
 __all__ = ["Session", "SessionError"]

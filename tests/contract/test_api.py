@@ -46,6 +46,64 @@ def test_frontends_accept_what_the_contract_names(tmp_path):
     assert pyge.compile(b.build()).run({"input": x_in()})["output"].tolist() == (-x_in()).tolist()
 
 
+def test_the_front_door_as_written(tmp_path, monkeypatch):
+    """INTERFACE.md's lines: compile("model.onnx"), run(feeds), run(feeds, output_names=[...]),
+    model(feeds), get_inputs() / get_outputs()."""
+    monkeypatch.chdir(tmp_path)
+    onnx.save(onnx_model(), "model.onnx")
+    model = pyge.compile("model.onnx")
+    feeds = {"input": x_in()}
+    outputs = model.run(feeds)
+    assert list(outputs) == ["output"]
+    np.testing.assert_array_equal(model(feeds)["output"], outputs["output"])
+    np.testing.assert_array_equal(model.run(feeds, output_names=["output"])["output"], outputs["output"])
+    (i,), (o,) = model.get_inputs(), model.get_outputs()
+    assert (i.name, i.shape, i.type) == ("input", list(SHAPE), "tensor(float)")
+    assert (o.name, o.shape, o.type) == ("output", list(SHAPE), "tensor(float)")
+    model.save("model.pgm")
+    assert pyge.compile("model.pgm").streams == model.streams
+
+
+def _typed_model() -> onnx.ModelProto:
+    """Inputs and outputs of many kinds: symbolic, unknown and unranked dims, several dtypes,
+    a sequence and an optional."""
+    vi = helper.make_tensor_value_info
+    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, ["N", 3, None]))
+    opt = helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.INT64, []))
+    ins = [vi("x", TensorProto.FLOAT, ["N", 3, None]), vi("i", TensorProto.INT64, []),
+           vi("b", TensorProto.BOOL, None), vi("h", TensorProto.FLOAT16, [2]),
+           vi("s", TensorProto.STRING, [1]), vi("d", TensorProto.DOUBLE, [1, 2])]
+    outs = [vi("y", TensorProto.FLOAT, ["N", 3, None]), vi("j", TensorProto.INT64, []),
+            vi("nb", TensorProto.BOOL, None), vi("hh", TensorProto.FLOAT16, [2]),
+            vi("ss", TensorProto.STRING, [1]), vi("dd", TensorProto.DOUBLE, [1, 2]),
+            helper.make_value_info("q", seq), helper.make_value_info("o", opt)]
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Identity", ["i"], ["j"]),
+             helper.make_node("Not", ["b"], ["nb"]), helper.make_node("Neg", ["h"], ["hh"]),
+             helper.make_node("Identity", ["s"], ["ss"]), helper.make_node("Neg", ["d"], ["dd"]),
+             helper.make_node("SequenceConstruct", ["x"], ["q"]), helper.make_node("Optional", ["i"], ["o"])]
+    return helper.make_model(helper.make_graph(nodes, "types", ins, outs),
+                             opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_inputs_and_outputs_are_described_as_onnxruntime_does():
+    ort = pytest.importorskip("onnxruntime")
+    proto = _typed_model()
+    ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    model = pyge.compile(pyge.load_onnx(proto))
+    for want, got in ((ref.get_inputs(), model.get_inputs()), (ref.get_outputs(), model.get_outputs())):
+        assert [(a.name, a.shape, a.type) for a in got] == [(a.name, a.shape, a.type) for a in want]
+    assert repr(model.get_inputs()[0]) == "NodeArg(name='x', type='tensor(float)', shape=['N', 3, None])"
+
+
+def test_compile_for_cuda_without_a_gpu_fails_at_compile_time():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(pyge.OptionError, match="CUDA is not available") as err:
+        pyge.compile(ref_graph(), device="cuda")
+    one_line(err)
+
+
 def test_compiled_model_properties():
     model = split_model(device="cpu", options={"ge.enableSingleStream": "false"})
     out = model.run({"input": x_in()})

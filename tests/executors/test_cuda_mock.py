@@ -135,3 +135,25 @@ def test_kernel_error_names_node_and_joins(fake_cuda):
         ex.run({"x": np.ones((2, 2), np.float32), "z": np.ones((3, 3), np.float32)})
     joins = [e for e in fake_cuda.log if e[0] == "wait_stream" and e[1] == "caller"]
     assert len(joins) == m.num_streams     # joined even though a kernel raised
+
+
+@pytest.mark.parametrize("graphed", ["true", "false"])
+def test_output_names_and_return_torch_through_the_model(fake_cuda, graphed):
+    """pyge.compile(device="cuda") with the fake standing in for the GPU; run(output_names=)
+    picks outputs on both paths (a replay's static outputs, an eager run's own tensors), and
+    return_torch keeps them as device tensors."""
+    single = pyge.compile(random_graph(random.Random(4), 18), "cpu", {"ge.enableSingleStream": "true"})
+    model = pyge.compile(single.graph, "cuda", {"pyge.cudaGraph": graphed, "ge.streamMaxParallelNum": "3"})
+    assert model.device == "cuda"
+    feeds = random_feeds(single, 0)
+    want = single.run(feeds)
+    names = list(want)[::-1][:2]
+    for _ in range(2):                                 # (graph mode: capture, then a replay)
+        got = model.run(feeds, output_names=names)
+        assert list(got) == names and all(isinstance(v, np.ndarray) for v in got.values())
+    model.return_torch = True
+    got = model.run(feeds, output_names=names)
+    assert list(got) == names and all(isinstance(v, torch.Tensor) for v in got.values())
+    _close({k: v.numpy() for k, v in got.items()}, {k: want[k] for k in names})
+    with pytest.raises(pyge.InputError, match="unknown output 'nope'"):
+        model.run(feeds, output_names=["nope"])

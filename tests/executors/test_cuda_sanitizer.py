@@ -35,9 +35,10 @@ def fake(monkeypatch):
 
     # Host <-> device copies are no ATen ops on the CPU (from_numpy, .numpy(), .tolist()):
     # record them where the executor makes them, on the current stream.
-    def to_numpy(plan, outs, owned=()):
-        fake.access(outs, write=False, what="copy to host", host=True)   # .cpu() on the caller's stream
-        return base_mod.outputs_to_numpy(plan, outs, owned)
+    def to_numpy(plan, outs, owned=(), positions=None):
+        fake.access(base_mod.pick(outs, positions), write=False, what="copy to host",
+                    host=True)                                          # .cpu() on the caller's stream
+        return base_mod.outputs_to_numpy(plan, outs, owned, positions)
     monkeypatch.setattr(cuda_mod, "outputs_to_numpy", to_numpy)
 
     def to_device(arrays, device):
@@ -252,7 +253,9 @@ def googlenet_cuda_plan():
     module.eval()
     x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(0))
     graph = with_intermediates(pyge.from_torch(module, (x,)))
-    multi = pyge.compile(graph, "cuda", dict(CUDA_CANDIDATE))
+    with pytest.MonkeyPatch.context() as mp:      # compiling for cuda needs a (fake) GPU
+        mp.setattr(cuda_mod, "_device", lambda device: torch.device("cpu"))
+        multi = pyge.compile(graph, "cuda", dict(CUDA_CANDIDATE))
     single = pyge.compile(graph, "cpu", {"ge.enableSingleStream": "true"})
     return single, multi
 

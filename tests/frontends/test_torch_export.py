@@ -554,3 +554,73 @@ def test_index_with_several_index_tensors_dynamic_batch():
     batch = torch.export.Dim("batch", min=2, max=16)
     _run_dynamic(Pool(), (torch.randn(4, 7, 3), torch.tensor([6, 0, 3, 2])),
                  ({0: batch}, {0: batch}), (torch.randn(3, 7, 3), torch.tensor([1, 6, 2])))
+
+
+# ---------------------------------------------------------------------------------------
+# output names and return_torch
+
+
+class _Heads(nn.Module):
+    """Returns whatever structure it is built with (a function of x)."""
+
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
+
+    def forward(self, x):
+        return self.make(x)
+
+
+_Out = __import__("collections").namedtuple("_Out", "logits aux")
+
+
+@pytest.mark.parametrize("make, names", [
+    (lambda x: x + 1, ["output_0"]),
+    (lambda x: (x + 1, x * 2), ["output_0", "output_1"]),
+    (lambda x: ((x + 1, x * 2), x - 1), ["output_0", "output_1", "output_2"]),
+    (lambda x: {"logits": x + 1, "aux": x * 2}, ["logits", "aux"]),
+    (lambda x: _Out(x + 1, x * 2), ["logits", "aux"]),
+    (lambda x: {"logits": x + 1, "aux": (x * 2, x - 1)}, ["logits", "aux.0", "aux.1"]),
+    (lambda x: (x + 1, {"k": x * 2}), ["output_0", "output_1.k"]),
+    (lambda x: {"same": x, "y": x.relu()}, ["same", "y"]),          # an input returned under a key
+], ids=["tensor", "tuple", "nested-tuple", "dict", "namedtuple", "dict-of-tuple", "tuple-with-dict",
+        "dict-of-input"])
+def test_outputs_keep_the_modules_keys(make, names):
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        flat = torch.utils._pytree.tree_leaves(make(x))
+    g = from_torch(_Heads(make), (x,))
+    assert [v.name for v in g.outputs] == names
+    out = pyge.compile(g).run({"x": x.numpy()})
+    assert list(out) == names
+    for name, want in zip(names, flat):
+        np.testing.assert_allclose(out[name], want.numpy(), rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+def test_a_key_that_names_an_input_is_made_unique_with_a_warning(caplog):
+    g = from_torch(_Heads(lambda x: {"x": x * 2}), (torch.randn(2),))
+    assert [v.name for v in g.outputs] == ["x_1"]
+    assert "output 'x' of _Heads is named 'x_1'" in caplog.text
+
+
+def test_outputs_are_numpy_by_default_and_torch_tensors_with_return_torch(tmp_path):
+    x = torch.randn(2, 3)
+    make = lambda x: {"logits": x + 1, "ids": x.argmax(1)}    # noqa: E731
+    with torch.no_grad():
+        want = make(x)
+    numpy_model = pyge.compile(from_torch(_Heads(make), (x,)))
+    assert numpy_model.return_torch is False
+    assert all(isinstance(v, np.ndarray) for v in numpy_model({"x": x.numpy()}).values())
+    model = pyge.compile(from_torch(_Heads(make), (x,), return_torch=True))
+    assert model.return_torch is True
+    for out in (model({"x": x}), model([x.numpy()]), model.run({"x": x}, output_names=["ids", "logits"])):
+        assert set(out) == {"logits", "ids"}
+        for k, v in out.items():
+            assert isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dtype == want[k].dtype, k
+            torch.testing.assert_close(v, want[k])
+    logits, ids = model.run(["logits", "ids"], {"x": x})     # onnxruntime's call: tensors too
+    assert isinstance(logits, torch.Tensor) and isinstance(ids, torch.Tensor)
+    model.save(tmp_path / "m.pgm")                            # the choice travels with the model
+    assert isinstance(pyge.compile(tmp_path / "m.pgm")({"x": x})["logits"], torch.Tensor)
+    model.return_torch = False                                # and can be changed on one model
+    assert isinstance(model({"x": x})["logits"], np.ndarray)

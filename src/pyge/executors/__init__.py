@@ -14,6 +14,15 @@ def _busy_streams(plan) -> int:
     return sum(1 for steps in plan.streams if steps)
 
 
+def check_usable(device: str) -> None:
+    """Raise OptionError unless `device` can run a model here: a cuda device needs a usable
+    GPU. pyge.compile calls it, so that a missing GPU fails the compile, not the first run.
+    (Tests without a GPU stand in a fake by replacing `cuda._device`, which this calls.)"""
+    if str(device).startswith("cuda"):
+        from . import cuda
+        cuda._device(device)
+
+
 def make_executor(graph, plan, device: str = "cpu", options=None):
     dev = str(device)
     if dev == "cpu":

@@ -87,17 +87,47 @@ def feeds_to_device(arrays: list[Any], device: Any) -> list[Any]:
     return [to_torch(a, device) for a in arrays]
 
 
-def outputs_to_numpy(plan: Plan, env_out: list[Any], owned: Any = ()) -> dict[str, Any]:
+def select_outputs(plan: Plan, output_names: Any) -> list[int] | None:
+    """Positions in plan.outputs of `output_names` (None: every output, as None), checked
+    before anything runs: an unknown or repeated name is an InputError listing the outputs."""
+    if output_names is None:
+        return None
+    names = [plan.values[vi].name for vi in plan.outputs]
+    listed = ", ".join(names)
+    if isinstance(output_names, (str, bytes)) or not isinstance(output_names, (list, tuple)):
+        raise InputError(f"output_names must be a list of output names, got "
+                         f"{type(output_names).__name__}; the model's outputs are: {listed}")
+    if not output_names:
+        raise InputError(f"output_names is empty; name at least one output, or pass None for all: {listed}")
+    where = {n: i for i, n in enumerate(names)}
+    out: list[int] = []
+    for n in output_names:
+        if not isinstance(n, str) or n not in where:
+            raise InputError(f"unknown output {n!r} in output_names; the model's outputs are: {listed}")
+        if where[n] in out:
+            raise InputError(f"output {n!r} is named twice in output_names")
+        out.append(where[n])
+    return out
+
+
+def pick(items: list[Any], positions: list[int] | None) -> list[Any]:
+    """items at `positions` (select_outputs'), in that order; `items` itself for None."""
+    return items if positions is None else [items[p] for p in positions]
+
+
+def outputs_to_numpy(plan: Plan, env_out: list[Any], owned: Any = (),
+                     positions: list[int] | None = None) -> dict[str, Any]:
     """Outputs as numpy arrays, none sharing memory with `owned` (the feeds and the model's
     constants), with a tensor some kernel returns on every run (kernels._util.held: a
     Constant node's value, an If branch's initializer) or with one another: Identity or
     Reshape of an input or a weight returns a view, and a caller writing into that output
     must not change its feeds, a later output, or what every later run reads. Elements of
     sequence outputs likewise (SequenceConstruct of a feed and a weight). Fresh results are
-    not copied."""
+    not copied. `positions` (select_outputs') picks the outputs to hand over, in that order;
+    `env_out` holds every output."""
     seen = {_storage(t) for t in owned if isinstance(t, torch.Tensor) and t.device.type == "cpu"}
     return {plan.values[vi].name: to_numpy(_unshared(x, seen))
-            for vi, x in zip(plan.outputs, env_out)}
+            for vi, x in zip(pick(plan.outputs, positions), pick(env_out, positions))}
 
 
 def unshared(outs: list[Any], owned: Any = ()) -> list[Any]:

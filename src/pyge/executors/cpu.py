@@ -49,7 +49,7 @@ from ..ir.graph import Graph
 from ..options import parse_options
 from ..plan.plan import LAUNCH, RECORD, Plan
 from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device, merged_steps,
-                   node_descriptions, outputs_to_numpy, stream_tables)
+                   node_descriptions, outputs_to_numpy, select_outputs, stream_tables)
 from .host_memory import tune_host_malloc
 
 _WAIT_SLICE_S = 0.5      # longest single sleep of a waiter before it re-checks the abort flag
@@ -299,8 +299,10 @@ class CpuExecutor:
                 self._queues = None
 
     # -- running -----------------------------------------------------------------------
-    def run(self, feeds: Mapping[str, Any], hooks=None) -> dict[str, Any]:
+    def run(self, feeds: Mapping[str, Any], hooks=None, output_names=None) -> dict[str, Any]:
+        """Outputs by name (only `output_names`, in that order, when given)."""
         plan = self.plan
+        picked = select_outputs(plan, output_names)
         arrays = check_feeds(self.graph, plan, feeds)
         with self._lock:
             job = _Job(self.none_slot + 1, len(plan.events), len(self.busy) - 1 if self.busy else 0,
@@ -313,7 +315,7 @@ class CpuExecutor:
                 env[vi] = t
             self._execute(job)
             outs = [env[i] for i in plan.outputs]
-        return outputs_to_numpy(plan, outs, [*self.consts.values(), *fed])
+        return outputs_to_numpy(plan, outs, [*self.consts.values(), *fed], picked)
 
     def _execute(self, job: _Job) -> None:
         if not self.busy:

@@ -46,7 +46,7 @@ from ..kernels.convert import to_torch
 from ..options import parse_options
 from ..plan.plan import LAUNCH, RECORD, Plan
 from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device, merged_steps,
-                   node_descriptions, outputs_to_numpy, stream_tables, unshared)
+                   node_descriptions, outputs_to_numpy, pick, select_outputs, stream_tables, unshared)
 from .cuda_memory import graph_blocker, record_use
 
 log = logging.getLogger(__name__)
@@ -128,9 +128,13 @@ class CudaExecutor:
             self._arena = Arena(self.plan, self.device)
 
     # -- public ------------------------------------------------------------------------
-    def run(self, feeds: Mapping[str, Any], hooks=None, output_device: str | None = None) -> dict[str, Any]:
+    def run(self, feeds: Mapping[str, Any], hooks=None, output_device: str | None = None,
+            output_names=None) -> dict[str, Any]:
+        """Outputs by name (only `output_names`, in that order, when given: the others are
+        computed but not copied to the host)."""
         if hooks is not None:
-            return self.run_eager(feeds, hooks, output_device)
+            return self.run_eager(feeds, hooks, output_device, output_names)
+        picked = select_outputs(self.plan, output_names)
         arrays = check_feeds(self.graph, self.plan, feeds)
         with self._lock, torch.cuda.device(self.device):
             self._ensure_streams()
@@ -140,23 +144,29 @@ class CudaExecutor:
                 for st, a in zip(self._static_in, arrays):
                     st.copy_(a if isinstance(a, torch.Tensor) else to_torch(a, "cpu"))
                 self._graph.replay()
-                return self._outputs(self._static_out, output_device, copy=True)
+                return self._outputs(self._static_out, output_device, copy=True, picked=picked)
             fed = feeds_to_device(arrays, self.device)
             outs = self._issue_run(fed, None)
-            return self._outputs(outs, output_device, copy=False, owned=[*self.consts.values(), *fed])
+            return self._outputs(outs, output_device, copy=False, owned=[*self.consts.values(), *fed],
+                                 picked=picked)
 
-    def run_eager(self, feeds: Mapping[str, Any], hooks=None, output_device: str | None = None) -> dict[str, Any]:
+    def run_eager(self, feeds: Mapping[str, Any], hooks=None, output_device: str | None = None,
+                  output_names=None) -> dict[str, Any]:
         """Run without the CUDA graph (per-op host calls; hooks are honoured)."""
+        picked = select_outputs(self.plan, output_names)
         arrays = check_feeds(self.graph, self.plan, feeds)
         with self._lock, torch.cuda.device(self.device):
             self._ensure_streams()
             fed = feeds_to_device(arrays, self.device)
             outs = self._issue_run(fed, hooks)
-            return self._outputs(outs, output_device, copy=False, owned=[*self.consts.values(), *fed])
+            return self._outputs(outs, output_device, copy=False, owned=[*self.consts.values(), *fed],
+                                 picked=picked)
 
-    def _outputs(self, outs: list, output_device: str | None, copy: bool, owned=()) -> dict[str, Any]:
+    def _outputs(self, outs: list, output_device: str | None, copy: bool, owned=(),
+                 picked: list[int] | None = None) -> dict[str, Any]:
         if output_device is not None and str(output_device).startswith("cuda"):
-            names = [self.plan.values[vi].name for vi in self.plan.outputs]
+            names = pick([self.plan.values[vi].name for vi in self.plan.outputs], picked)
+            outs = pick(outs, picked)
             if copy:
                 return {n: _clone(t) for n, t in zip(names, outs)}
             # Fresh results as they are; an output that is a weight, a feed, a tensor a
@@ -167,7 +177,7 @@ class CudaExecutor:
             for t in outs:          # made on a side stream, used on the caller's from now on
                 record_use(t, caller)
             return dict(zip(names, unshared(outs, owned)))
-        return outputs_to_numpy(self.plan, outs)   # .cpu() syncs with the caller's stream
+        return outputs_to_numpy(self.plan, outs, positions=picked)   # .cpu() syncs with the caller's stream
 
     # -- issuing -----------------------------------------------------------------------
     def _issue_run(self, inputs: list, hooks) -> list:

@@ -13,7 +13,8 @@ from ..errors import ExecutionError, PygeError
 from ..ir.graph import Graph
 from ..options import parse_options
 from ..plan.plan import Plan
-from .base import build_kernels, check_feeds, constants, feeds_to_device, node_descriptions, outputs_to_numpy
+from .base import (build_kernels, check_feeds, constants, feeds_to_device, node_descriptions, outputs_to_numpy,
+                   select_outputs)
 from .host_memory import tune_host_malloc
 
 
@@ -34,17 +35,19 @@ class SequentialExecutor:
         # setting alone (one stream: nothing to share the cores with).
         self.threads = parse_options(options)["pyge.intraOpThreads"]
 
-    def run(self, feeds: Mapping[str, Any], hooks=None) -> dict[str, Any]:
+    def run(self, feeds: Mapping[str, Any], hooks=None, output_names=None) -> dict[str, Any]:
+        """Outputs by name (only `output_names`, in that order, when given)."""
+        picked = select_outputs(self.plan, output_names)
         if not self.threads or self.threads == torch.get_num_threads():
-            return self._run(feeds, hooks)
+            return self._run(feeds, hooks, picked)
         saved = torch.get_num_threads()
         torch.set_num_threads(self.threads)
         try:
-            return self._run(feeds, hooks)
+            return self._run(feeds, hooks, picked)
         finally:
             torch.set_num_threads(saved)
 
-    def _run(self, feeds: Mapping[str, Any], hooks) -> dict[str, Any]:
+    def _run(self, feeds: Mapping[str, Any], hooks, picked) -> dict[str, Any]:
         plan = self.plan
         arrays = check_feeds(self.graph, plan, feeds)
         env: list[Any] = [None] * len(plan.values)
@@ -71,4 +74,4 @@ class SequentialExecutor:
             for vi in pn.free_after:
                 env[vi] = None
         return outputs_to_numpy(plan, [env[i] for i in plan.outputs],
-                                [*self.consts.values(), *fed])
+                                [*self.consts.values(), *fed], picked)

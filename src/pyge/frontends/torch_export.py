@@ -18,8 +18,10 @@ Naming (users target nodes by name in custom stream passes):
   (``linear_1_MatMul``). Ops that change no data (``clone``, eval ``dropout``, a same-dtype
   ``_to_copy``, a full slice) emit no node, and dead nodes are dropped.
 - Graph inputs keep the placeholder names torch.export derives from the forward's argument
-  names (``x``); outputs are ``output_0``, ``output_1``, ...; parameters and buffers are
-  initializers named after their state-dict key (``features.0.weight``).
+  names (``x``); outputs keep the keys of a returned dict and the fields of a namedtuple
+  (``logits``), and are ``output_0``, ``output_1``, ... where only positions are known
+  (torch_outputs.py); parameters and buffers are initializers named after their state-dict
+  key (``features.0.weight``).
 - Ops whose tensor inputs are all constants (``arange``, ``full``, ops on buffers) are
   evaluated here and become initializers named after the FX node.
 
@@ -39,6 +41,7 @@ from ..errors import ModelLoadError, PygeError, UnsupportedOperatorError
 from ..ir.graph import Graph, Node, Value, unique_name
 from .onnx_proto import dtype_to_onnx
 from .torch_ops import OPS, SKIP, Unsupported, np_dtype
+from .torch_outputs import output_names
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,7 @@ _POISON = object()  # the result of a node we could not convert: its users are s
 
 
 def from_torch(module: torch.nn.Module, example_args: tuple, dynamic_shapes: Any = None, *,
-               name: str | None = None) -> Graph:
+               name: str | None = None, return_torch: bool = False) -> Graph:
     """Trace `module` in eval mode with torch.export and convert it to a pyge Graph.
 
     `example_args` is the tuple of positional forward arguments (a lone tensor is accepted);
@@ -56,6 +59,11 @@ def from_torch(module: torch.nn.Module, example_args: tuple, dynamic_shapes: Any
     restored afterwards. Raises ModelLoadError when torch.export cannot trace the module, and
     UnsupportedOperatorError listing every ATen operator that has no mapping (no graph is
     returned then).
+    `return_torch=True` makes the compiled model hand its outputs over as torch tensors on
+    its device, as the module would, instead of numpy arrays. It is said here, once, where
+    the torch user hands the module over (torch.compile's result returns tensors too); the
+    graph carries it (metadata pyge.return_torch) into every model compiled from it, and
+    `model.return_torch` changes it on one model.
     """
     if not isinstance(module, torch.nn.Module):
         raise ModelLoadError(f"from_torch expects a torch.nn.Module, got {type(module).__name__}")
@@ -67,7 +75,11 @@ def from_torch(module: torch.nn.Module, example_args: tuple, dynamic_shapes: Any
     finally:
         for m, training in flags.items():
             m.training = training
-    return _Converter(ep, name or type(module).__name__).run()
+    g = _Converter(ep, name or type(module).__name__).run()
+    if return_torch:
+        from ..model import RETURN_TORCH_KEY
+        g.metadata[RETURN_TORCH_KEY] = "true"
+    return g
 
 
 def _one_line(err: BaseException) -> str:
@@ -332,6 +344,7 @@ class _Converter:
         by_name = {n.name: n for n in self.ep.graph.nodes}
         specs = [s for s in self.ep.graph_signature.output_specs
                  if s.kind == OutputKind.USER_OUTPUT]  # not buffer mutations
+        names = output_names(self.ep, len(specs))
         for i, spec in enumerate(specs):
             node = by_name.get(getattr(spec.arg, "name", None))
             v = self.env.get(node) if node is not None else None
@@ -339,7 +352,7 @@ class _Converter:
                 what = getattr(spec.arg, "value", spec.arg)
                 raise ModelLoadError(f"output {i} of {self.g.name} is not a tensor ({what!r}); "
                                      "only tensor outputs are supported")
-            name = f"output_{i}"
+            name = names[i]
             if v.producer is None or v in self.g.outputs:  # an input, initializer or repeat
                 (out,) = self.add_node("Identity", name, [v], [name], {})
                 out.dtype, out.shape = v.dtype, v.shape
@@ -347,6 +360,9 @@ class _Converter:
             else:
                 self._value_names.discard(v.name)
                 v.name = unique_name(self._value_names, name)
+            if v.name != name:          # the module's key is an input's or a weight's name too
+                log.warning("output %r of %s is named %r: %r names another value",
+                            name, self.g.name, v.name, name)
             self.g.outputs.append(v)
 
     def _remove_dead_nodes(self) -> None:

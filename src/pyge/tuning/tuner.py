@@ -283,6 +283,8 @@ def tune(graph: Graph, device: str = "cpu", feeds: Mapping[str, Any] | None = No
     (but at least `min_rounds` rounds). With `measure=False` nothing runs: the simulator alone
     ranks the candidates (for tests). `on_progress(text)` is told what is being done (the
     `pyge tune` command shows it on a terminal)."""
+    from ..executors import check_usable
+    check_usable(device)        # cuda without a GPU: fail before measuring or compiling anything
     say = on_progress or (lambda text: None)
     t0 = time.perf_counter()
     base = {k: str(v) for k, v in (options or {}).items() if k not in STREAM_KEYS}
