@@ -72,6 +72,12 @@ def _tensors(mp: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
             yield from node(n)
 
 
+def external_locations(mp: onnx.ModelProto) -> list[str]:
+    """The locations (as written in the model) of every tensor kept in an external file."""
+    return sorted({_entry(t, "location") or "" for t in _tensors(mp)
+                   if t.data_location == onnx.TensorProto.EXTERNAL} - {""})
+
+
 def read_external_data(mp: onnx.ModelProto, base_dir: str | os.PathLike | None, src: str) -> None:
     """Read every external-data tensor of `mp` into the tensor, from files inside `base_dir`.
 
