@@ -63,11 +63,18 @@ def test_compile_onto_the_models_external_data_is_refused(capsys, tmp_path, no_c
 
 @pytest.mark.parametrize("flag", ["--trace", "--profile"])
 def test_run_trace_onto_the_model_or_an_input_file_is_refused(capsys, onnx_file, tmp_path, no_compiling, flag):
-    _refused(capsys, ["run", onnx_file, flag, onnx_file], "--trace")
+    _refused(capsys, ["run", onnx_file, flag, onnx_file], "--trace/--profile")
     x = tmp_path / "x.npy"
     np.save(x, np.zeros((2, 4), np.float32))
-    line = _refused(capsys, ["run", onnx_file, "-i", f"x={x}", flag, x], "--trace")
+    line = _refused(capsys, ["run", onnx_file, "-i", f"x={x}", flag, x], "--trace/--profile")
     assert "the --input file" in line and np.load(x).shape == (2, 4)
+
+
+def test_profile_timeline_onto_an_input_is_refused(capsys, onnx_file, tmp_path, no_compiling):
+    png = tmp_path / "x.png"
+    png.write_bytes(b"not really")
+    line = _refused(capsys, ["profile", onnx_file, "-i", f"x={png}", "--timeline", png], "--timeline")
+    assert png.read_bytes() == b"not really" and "the --input file" in line
 
 
 def test_tune_onto_its_model_is_refused(capsys, onnx_file, monkeypatch):

@@ -61,8 +61,10 @@ def input_files(args: argparse.Namespace, outputs: Iterable[str] = ()) -> list[t
 
 def check_outputs(args: argparse.Namespace) -> None:
     """Refuse (UsageError) an output flag that names a file the command reads."""
-    outputs = {flag: str(getattr(args, dest)) for dest, flag in _OUTPUT_FLAGS.items()
-               if getattr(args, dest, None) is not None}
+    flags = _OUTPUT_FLAGS
+    if getattr(args, "command", None) == "run":           # run spells --trace also --profile
+        flags = dict(_OUTPUT_FLAGS, trace="--trace/--profile")
+    outputs = {flag: str(getattr(args, dest)) for dest, flag in flags.items() if getattr(args, dest, None) is not None}
     if not outputs:
         return
     inputs = input_files(args, outputs.values())

@@ -64,8 +64,10 @@ class Layout:
 @st.composite
 def entries(draw):
     found = []
-    for name in draw(st.lists(st.sampled_from(["a.py", "b.py", "c.py", "notes.txt", "sub"]), unique=True, min_size=1, max_size=4)):
-        kind = "dir" if name == "sub" else draw(st.sampled_from(["file"] * 4 + ["link_in", "link_out"] * 2 + ["broken"]))
+    names_ = st.lists(st.sampled_from(["a.py", "b.py", "c.py", "notes.txt", "sub"]), unique=True, min_size=1, max_size=4)
+    for name in draw(names_):
+        kinds = ["file"] * 4 + ["link_in", "link_out"] * 2 + ["broken"]
+        kind = "dir" if name == "sub" else draw(st.sampled_from(kinds))
         fails, foreign = draw(RARELY), is_root() and draw(RARELY)
         found.append(Entry(name, kind, draw(FILE_MODES), draw(OUTSIDE_MODES), fails, foreign))
     return found

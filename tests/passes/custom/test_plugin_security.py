@@ -119,8 +119,8 @@ def _link_in(opp, target, filename="p.py"):
 def test_link_to_a_file_in_a_world_writable_folder_is_refused(tmp_path):
     ww = _world_writable(tmp_path / "ww")
     link = _link_in(tmp_path / "opp", _target(ww))
-    with pytest.raises(pyge.PluginError, match=rf"plugin {link} refused: folder {ww} above {ww}/real.py, "
-                                               r"the file its links resolve to, is writable by group and others \(mode 777\)"):
+    with pytest.raises(pyge.PluginError, match=rf"plugin {link} refused: folder {ww} above {ww}/real.py, the file "
+                                               r"its links resolve to, is writable by group and others \(mode 777\)"):
         load_plugins(tmp_path / "opp")
     assert names() == []
 
@@ -139,7 +139,8 @@ def test_a_chain_of_links_through_a_world_writable_folder_is_refused(tmp_path):
     ww = _world_writable(tmp_path / "ww")
     (ww / "hop.py").symlink_to(real)                 # anyone may point this one elsewhere
     _link_in(tmp_path / "opp", ww / "hop.py")
-    with pytest.raises(pyge.PluginError, match=rf"folder {ww} holding the link {ww}/hop.py is writable by group and others"):
+    with pytest.raises(pyge.PluginError,
+                       match=rf"folder {ww} holding the link {ww}/hop.py is writable by group and others"):
         load_plugins(tmp_path / "opp")
     assert names() == []
 
@@ -172,8 +173,8 @@ def test_a_link_target_inside_opp_is_checked_up_to_opp_sticky_or_not(tmp_path):
     opp = tmp_path / "opp"
     shared = _world_writable(opp / "shared", sticky=True)   # inside opp the sticky bit does not help
     link = _link_in(opp, _target(shared))
-    with pytest.raises(pyge.PluginError, match=rf"{link} refused: folder {shared} above .* is writable by group and others "
-                                               r"\(mode 1777\)"):
+    with pytest.raises(pyge.PluginError,
+                       match=rf"{link} refused: folder {shared} above .* is writable by group and others \(mode 1777\)"):
         load_plugins(opp)
     shared.chmod(0o755)
     load_plugins(opp)
@@ -215,7 +216,8 @@ def test_a_link_in_a_sticky_folder_owned_by_someone_else_is_refused(tmp_path):
     hop.symlink_to(real)
     os.lchown(hop, OTHER_UID, -1)                  # whoever made it may replace it
     _link_in(tmp_path / "opp", hop)
-    with pytest.raises(pyge.PluginError, match=rf"folder {sticky} holding the link {hop} is writable by group and others"):
+    with pytest.raises(pyge.PluginError,
+                       match=rf"folder {sticky} holding the link {hop} is writable by group and others"):
         load_plugins(tmp_path / "opp")
     os.lchown(hop, 0, -1)
     load_plugins(tmp_path / "opp")

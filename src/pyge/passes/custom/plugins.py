@@ -179,7 +179,8 @@ def _stat(path: str, p: str, follow: bool = True) -> os.stat_result:
 
 
 def _trusted(uid: int) -> bool:
-    return uid in (0, os.geteuid())
+    """Owned by this user or root (no owners to compare where the OS has no user ids)."""
+    return not hasattr(os, "geteuid") or uid in (0, os.geteuid())
 
 
 def _check_one(path: str, p: str, st: os.stat_result, what: str) -> None:
@@ -266,8 +267,10 @@ def _load_opp(report: PluginReport, added_modules: list[str]) -> None:
 def _read_source(path: str, checked: tuple[int, int]) -> bytes:
     """The plugin's source text, from the very file check_permissions looked at."""
     try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
+        # O_NONBLOCK: had a FIFO taken the file's place, opening it would wait for a writer.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
             if (st.st_dev, st.st_ino) != checked:
                 raise PluginError(f"plugin {path} refused: it was replaced while being checked")
             return f.read()
