@@ -20,11 +20,22 @@ def _bool(key: str, v: str) -> bool:
     return s == "true"
 
 
+# ASCII numbers only: int() and float() would also read '1_000', '١٢' (any Unicode digit), 'nan'.
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _digits(key: str, v: str, text: str, accepted: str) -> int:
+    """A regex's digit group as an int, refused unless ASCII (`\\d` matches any Unicode digit)."""
+    if not (text.isascii() and text.isdigit()):
+        raise OptionError(f"option {key}={v!r} is malformed; accepted values: {accepted}")
+    return int(text)
+
+
 def _int_range(key: str, v: str, lo: int, hi: int) -> int:
-    try:
-        n = int(str(v).strip())
-    except ValueError:
-        raise OptionError(f"option {key}={v!r} is malformed; accepted values: an integer {lo}..{hi}") from None
+    if not _INT.fullmatch(str(v).strip()):
+        raise OptionError(f"option {key}={v!r} is malformed; accepted values: an integer {lo}..{hi}")
+    n = int(str(v).strip())
     if not lo <= n <= hi:
         raise OptionError(f"option {key}={v!r} is out of range; accepted values: an integer {lo}..{hi}")
     return n
@@ -32,10 +43,9 @@ def _int_range(key: str, v: str, lo: int, hi: int) -> int:
 
 def _seconds(key: str, v: str, hi: float = 86400.0) -> float:
     accepted = f"a number of seconds 0..{hi:g} (0 = no limit)"
-    try:
-        x = float(str(v).strip())
-    except ValueError:
-        raise OptionError(f"option {key}={v!r} is malformed; accepted values: {accepted}") from None
+    if not _FLOAT.fullmatch(str(v).strip()):
+        raise OptionError(f"option {key}={v!r} is malformed; accepted values: {accepted}")
+    x = float(str(v).strip())
     if not 0.0 <= x <= hi:   # also refuses nan
         raise OptionError(f"option {key}={v!r} is out of range; accepted values: {accepted}")
     return x
@@ -45,14 +55,14 @@ def _parallel_num(key: str, v: str) -> dict[str, int]:
     """`N` (every engine) or `ENGINE:N,ENGINE:N`."""
     s = str(v).strip()
     accepted = "N (1..64) or ENGINE:N[,ENGINE:N...]"
-    if re.fullmatch(r"\d+", s):
+    if re.fullmatch(r"[0-9]+", s):
         return {"*": _int_range(key, s, 1, 64)}
     out: dict[str, int] = {}
     for part in s.split(","):
         m = re.fullmatch(r"\s*([A-Za-z_][\w.]*)\s*:\s*(\d+)\s*", part)
         if not m:
             raise OptionError(f"option {key}={v!r} is malformed; accepted values: {accepted}")
-        n = int(m.group(2))
+        n = _digits(key, v, m.group(2), accepted)
         if not 1 <= n <= 64:   # the whole value in the message, not just this engine's N
             raise OptionError(f"option {key}={v!r} is out of range; accepted values: {accepted}")
         if m.group(1) in out:
@@ -70,7 +80,7 @@ def _auto_mode(key: str, v: str) -> tuple[str, int] | None:
     m = re.fullmatch(r"(LoadBalance|MainStream)\s*:\s*(\d+)", s)
     if not m:
         raise OptionError(f"option {key}={v!r} is malformed; accepted values: {accepted}")
-    n = int(m.group(2))
+    n = _digits(key, v, m.group(2), accepted)
     if not 1 <= n <= 64:
         raise OptionError(f"option {key}={v!r} is out of range; accepted values: {accepted}")
     return m.group(1), n

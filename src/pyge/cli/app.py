@@ -169,7 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, debug: bool, verbose: bool = False) -> int:
     from ..errors import OptionError, PygeError
+    from .outputs import check_outputs
     try:
+        check_outputs(args)              # before any work: no output may be an input
         if verbose:
             _log_plugins()
         return args.handler(args)

@@ -16,8 +16,8 @@ import numpy as np
 
 from .. import progress
 from .args import UsageError
-from .models import (Loaded, load_graph, load_kernels, make_feeds, obtain_model, options_of, safe_filename,
-                     tf_flags)
+from .models import Loaded, load_graph, load_kernels, make_feeds, obtain_model, options_of, tf_flags
+from .outputs import MANIFEST, input_files, save_outputs
 from .table import array_row, human_bytes, key_values, ms, shape_str, table
 
 
@@ -107,7 +107,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     feeds, note = make_feeds(args, loaded)
     times, outputs = _timed_runs(model, feeds, args.runs, args.warmup)
     rows = [array_row(k, v) for k, v in outputs.items()]
-    written = _save_outputs(Path(args.save_outputs), outputs) if args.save_outputs else []
+    written, manifest = [], None
+    if args.save_outputs:
+        folder = Path(args.save_outputs)
+        written, manifest = save_outputs(folder, outputs, input_files(args, [str(folder / MANIFEST)]))
     prof = _profile(model, feeds, args.runs, args.warmup, args.trace, args.timeline) \
         if args.trace or args.timeline else None
     if args.format == "json":
@@ -119,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              "mean_s": float(t.mean()), "min_s": float(t.min()), "max_s": float(t.max())},
                      "outputs": [_output_json(k, v) for k, v in outputs.items()],
                      "profile": prof[0] if prof else None,
-                     "files": {"outputs": written, **(prof[1] if prof else {})}})
+                     "files": {"outputs": written, "outputs_manifest": manifest, **(prof[1] if prof else {})}})
         return 0
     rows_facts = _facts_rows(_facts(loaded))
     rows_facts.append(("inputs", ", ".join(f"{k} {_dtype(v)}{shape_str(np.shape(v))}" for k, v in feeds.items())
@@ -130,6 +133,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(table(["output", "dtype", "shape", "min", "max", "mean", "values"], rows))
     for p in written:
         print(f"wrote {p}")
+    if manifest:
+        print(f"wrote {manifest} (output name -> file)")
     if prof:
         print()
         _print_profile(*prof)
@@ -143,16 +148,6 @@ def _output_json(name: str, value) -> dict[str, Any]:
         x = a.astype(np.float64).ravel()
         stats = {"min": float(np.nanmin(x)), "max": float(np.nanmax(x)), "mean": float(np.nanmean(x))}
     return {"name": name, "dtype": str(a.dtype), "shape": list(a.shape), **stats}
-
-
-def _save_outputs(folder: Path, outputs: dict) -> list[str]:
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, arr in outputs.items():
-        p = folder / f"{safe_filename(name)}.npy"
-        np.save(p, np.asarray(arr), allow_pickle=False)
-        written.append(str(p))
-    return written
 
 
 # -- pyge streams -----------------------------------------------------------------------------

@@ -9,7 +9,6 @@ before it is loaded.
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,11 +134,5 @@ def read_array(file: str) -> np.ndarray:
         raise InputError(f"cannot read input file {file} as a .npy array: {err}") from err
 
 
-def safe_filename(name: str) -> str:
-    """An output name as a file name: anything but letters, digits, '.', '-' and '_' becomes '_'."""
-    s = re.sub(r"[^\w.-]", "_", name).lstrip(".")
-    return s or "output"
-
-
 __all__ = ["Loaded", "obtain_model", "tf_flags", "load_kernels", "make_feeds", "load_graph", "options_of",
-           "read_array", "safe_filename"]
+           "read_array"]

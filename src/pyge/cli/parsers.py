@@ -116,7 +116,10 @@ def run_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--runs", "-n", type=a.count(1), default=1, metavar="N", help="timed runs (default: 1)")
     p.add_argument("--warmup", type=a.count(0), default=1, metavar="N", help="untimed runs first (default: 1)")
     _profile_outputs(p, contract_alias=True)
-    p.add_argument("--save-outputs", type=a.output_dir, metavar="DIR", help="write each output to DIR/<name>.npy")
+    p.add_argument("--save-outputs", type=a.output_dir, metavar="DIR",
+                   help="write each output to DIR/<name>.npy, bytes other than letters, digits, "
+                        "'-', '_', '.' written as %%XX (a/b -> a%%2Fb.npy), and DIR/manifest.json "
+                        "mapping each output name to its file")
     add_format(p)
     _tf_flags(p)
     return p

@@ -117,6 +117,16 @@ def value_info(v: Value, name: str | None = None) -> onnx.ValueInfoProto:
 # proto -> IR
 
 
+def _array(tp: TensorProto) -> np.ndarray:
+    """A tensor's data as an array. External data must have been read by the loader, from the
+    model's folder (onnx_loader.read_external_data): numpy_helper would read it relative to the
+    current working folder, whatever file happened to sit there."""
+    if tp.data_location == TensorProto.EXTERNAL:
+        raise ModelLoadError(f"tensor {tp.name!r} keeps its data in an external file that was not read; "
+                             "load the model with pyge.load_onnx (base_dir= for bytes or a ModelProto)")
+    return numpy_helper.to_array(tp)
+
+
 def _attr_value(a: AttributeProto, scope: dict[str, Value], opsets: dict[str, int]) -> Any:
     t = a.type
     if t == AttributeProto.FLOAT:
@@ -126,7 +136,7 @@ def _attr_value(a: AttributeProto, scope: dict[str, Value], opsets: dict[str, in
     if t == AttributeProto.STRING:
         return a.s.decode("utf-8", errors="replace")
     if t == AttributeProto.TENSOR:
-        return numpy_helper.to_array(a.t)
+        return _array(a.t)
     if t == AttributeProto.GRAPH:
         return graph_from_proto(a.g, outer=scope, opsets=opsets)
     if t == AttributeProto.FLOATS:
@@ -136,12 +146,12 @@ def _attr_value(a: AttributeProto, scope: dict[str, Value], opsets: dict[str, in
     if t == AttributeProto.STRINGS:
         return [s.decode("utf-8", errors="replace") for s in a.strings]
     if t == AttributeProto.TENSORS:
-        return [numpy_helper.to_array(x) for x in a.tensors]
+        return [_array(x) for x in a.tensors]
     if t == AttributeProto.GRAPHS:
         return [graph_from_proto(g, outer=scope, opsets=opsets) for g in a.graphs]
     if t == AttributeProto.SPARSE_TENSOR:
         from onnx.reference.ops.op_constant import _check_dtype  # noqa: F401 - rarely used
-        return numpy_helper.to_array(a.sparse_tensor.values)
+        return _array(a.sparse_tensor.values)
     if t == AttributeProto.TYPE_PROTO:
         return a.tp
     raise GraphError(f"attribute {a.name!r} has unsupported type {t}")
@@ -169,7 +179,7 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
     for tp in gp.initializer:
         define(tp.name, "an initializer")
         try:
-            arr = numpy_helper.to_array(tp)
+            arr = _array(tp)
         except Exception as err:  # noqa: BLE001
             raise ModelLoadError(f"initializer {tp.name!r} cannot be read: {err}") from err
         if not arr.flags.writeable and arr.dtype != object:
@@ -254,8 +264,8 @@ def _dedupe_node_names(g: Graph) -> None:
 
 
 def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
-    values = numpy_helper.to_array(sp.values)
-    idx = numpy_helper.to_array(sp.indices)
+    values = _array(sp.values)
+    idx = _array(sp.indices)
     dims = tuple(sp.dims)
     dense = np.zeros(int(np.prod(dims)), dtype=values.dtype)
     if idx.ndim == 1:
