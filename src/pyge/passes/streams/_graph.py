@@ -1,7 +1,7 @@
-"""Graph helpers shared by the stream rules: labels, effective predecessors, reachability."""
+"""Graph helpers shared by the stream rules: labels and effective predecessors."""
 from __future__ import annotations
 
-from ...ir.graph import Graph, Node
+from ...ir.graph import Node
 from ..engines import SKIP, kind_of
 
 LABEL_ATTR = "_stream_label"
@@ -17,6 +17,14 @@ def label_of(node: Node) -> str | None:
         if v is not None and str(v) != "":
             return str(v)
     return None
+
+
+def user_label_of(node: Node) -> str | None:
+    """The node's `_user_stream_label`, if any (it also merges clusters across engines)."""
+    v = node.attrs.get(USER_LABEL_ATTR)
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", errors="replace")
+    return str(v) if v is not None and str(v) != "" else None
 
 
 def is_transparent(node: Node) -> bool:
@@ -49,40 +57,3 @@ class EffectivePreds:
         if key not in self._memo:
             self._memo[key] = self(skip)
         return self._memo[key]
-
-
-class Reach:
-    """Ancestor and descendant sets of every node as Python-int bitsets (cheap for 10^4 nodes).
-
-    Stored inclusive of the node itself (`up[i]` = ancestors + i, `down[i]` = descendants + i):
-    a node then costs one big-int OR per edge instead of two, which matters at 10^5 nodes.
-    """
-
-    def __init__(self, graph: Graph, order: list[Node] | None = None):
-        self.order = order if order is not None else graph.topological_sort()
-        self.index = index = {id(n): i for i, n in enumerate(self.order)}
-        n = len(self.order)
-        preds = [[index[id(p)] for p in m.predecessors if id(p) in index] for m in self.order]
-        up = [0] * n
-        for i in range(n):
-            a = 1 << i
-            for p in preds[i]:
-                a |= up[p]
-            up[i] = a
-        down = [1 << i for i in range(n)]
-        for i in reversed(range(n)):
-            d = down[i]
-            for p in preds[i]:
-                down[p] |= d
-        self.up, self.down = up, down
-
-    def bit(self, node: Node) -> int:
-        return 1 << self.index[id(node)]
-
-    def related(self, node: Node) -> int:
-        """Bitset of the node, its ancestors and its descendants: everything ordered with it."""
-        i = self.index[id(node)]
-        return self.up[i] | self.down[i]
-
-    def all_bits(self) -> int:
-        return (1 << len(self.order)) - 1

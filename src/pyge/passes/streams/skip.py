@@ -1,4 +1,4 @@
-"""Rule 4 (GE's UpdateForSkippedEnginePass): skip-engine nodes take their neighbours' stream.
+"""GE's UpdateForSkippedEnginePass: skip-engine nodes take their neighbours' stream.
 
 A node that does no device work (a view, a shape query, a constant) should not cost a
 Send/Recv of its own. In order of preference it takes
