@@ -28,6 +28,7 @@ from typing import Any, Mapping
 from ...errors import PassError
 from ...ir.graph import Graph
 from ...options import Options, parse_options
+from ._graph import Topo
 from .clusters import Cluster, build_clusters
 from .context import StreamContext, check_parallel_num
 from .dependency import assign_by_dependency
@@ -63,16 +64,17 @@ def allocate_streams(graph: Graph, options: Options | Mapping[str, Any] | None =
 
 def allocate_graph(g: Graph, ctx: StreamContext, per_node: bool = False) -> list[Cluster]:
     """Run the rule chain on one graph's direct nodes; returns its clusters."""
-    clusters = build_clusters(g, merge=not per_node)
+    topo = Topo(g)
+    clusters = build_clusters(g, merge=not per_node, topo=topo)
     assign_by_label(clusters, ctx)
     assign_independent(clusters, ctx)
     assign_by_dependency(clusters, ctx)
     update_nodes(clusters)
-    assign_skipped(g, ctx)
+    assign_skipped(g, ctx, topo.order)
     if per_node:
         pull_isolated(g, ctx)
     else:
-        undo_ineffective(g)
+        undo_ineffective(g, topo)
     missing = [n for n in g.nodes if n.stream_id < 0]
     if missing:  # an internal invariant, not a user error: say which node, to ease the report
         raise PassError(f"stream allocation left node {missing[0].name!r} ({missing[0].op_type}) "

@@ -1,7 +1,7 @@
 """Graph helpers shared by the stream rules: labels and effective predecessors."""
 from __future__ import annotations
 
-from ...ir.graph import Node
+from ...ir.graph import Graph, Node
 from ..engines import SKIP, kind_of
 
 LABEL_ATTR = "_stream_label"
@@ -10,6 +10,9 @@ USER_LABEL_ATTR = "_user_stream_label"   # overrides _stream_label, as in GE
 
 def label_of(node: Node) -> str | None:
     """The node's stream label; `_user_stream_label` wins over `_stream_label`."""
+    attrs = node.attrs
+    if not attrs or (USER_LABEL_ATTR not in attrs and LABEL_ATTR not in attrs):
+        return None
     for key in (USER_LABEL_ATTR, LABEL_ATTR):
         v = node.attrs.get(key)
         if isinstance(v, bytes):
@@ -21,7 +24,7 @@ def label_of(node: Node) -> str | None:
 
 def user_label_of(node: Node) -> str | None:
     """The node's `_user_stream_label`, if any (it also merges clusters across engines)."""
-    v = node.attrs.get(USER_LABEL_ATTR)
+    v = node.attrs.get(USER_LABEL_ATTR) if node.attrs else None
     if isinstance(v, bytes):
         v = v.decode("utf-8", errors="replace")
     return str(v) if v is not None and str(v) != "" else None
@@ -57,3 +60,31 @@ class EffectivePreds:
         if key not in self._memo:
             self._memo[key] = self(skip)
         return self._memo[key]
+
+
+class Topo:
+    """One topological order of a graph's direct nodes, with integer adjacency: built once
+    and shared by the rules of one chain (none of them reorders the graph)."""
+
+    __slots__ = ("order", "pos", "preds", "succs")
+
+    def __init__(self, graph: Graph):
+        self.order = order = graph.topological_sort()
+        self.pos = pos = {id(n): i for i, n in enumerate(order)}
+        get = pos.get
+        preds: list[list[int]] = []
+        for n in order:
+            ps = []
+            for p in n.predecessors:
+                j = get(id(p))
+                if j is not None:
+                    ps.append(j)
+            preds.append(ps)
+        succs: list[list[int]] = [[] for _ in order]
+        for i, ps in enumerate(preds):
+            for p in ps:
+                succs[p].append(i)
+        self.preds, self.succs = preds, succs
+
+    def __len__(self) -> int:
+        return len(self.order)

@@ -90,20 +90,20 @@ def assign_dag(view, strategy: str, limit: int, ctx, costs: dict[str, float] | N
     slot = {lab: base + used + j for j, lab in enumerate(labels)}
     for n in dag.serial:
         ctx.set_stream_id(wrap(n), slot[label_of(n)])
-    _follow_neighbours(graph, dag.weightless, base)
+    _follow_neighbours(graph, dag.weightless, base, dag.order)
     log.info("%s:%d on graph %s: %d path(s) merged onto %d stream(s), %d label stream(s)",
              strategy, limit, graph.name, len(paths), used, len(labels))
     return used + len(labels)
 
 
-def _follow_neighbours(graph: Graph, weightless, base: int) -> None:
+def _follow_neighbours(graph: Graph, weightless, base: int, order) -> None:
     """Nodes without device work take a neighbour's new stream (the skip rule); those with
     no placed neighbour at all go to the first stream of the pass."""
     if not weightless:
         return
     for n in weightless:
         n.stream_id = -1
-    assign_skipped(graph, StreamContext(default_stream=base))
+    assign_skipped(graph, StreamContext(default_stream=base), order)
 
 
 def _measured(nodes, costs: dict[str, float] | None) -> bool:

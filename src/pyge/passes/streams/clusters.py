@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ...ir.graph import Graph, Node
 from ..engines import ENGINE_KIND, COMPUTE
-from ._graph import label_of, user_label_of
+from ._graph import Topo, label_of, user_label_of
 
 _NEVER_MERGE = ("Constant",)   # GE's data-like nodes: no engine cluster
 
@@ -49,12 +49,11 @@ class Cluster:
         return f"<cluster {self.index} {self.engine} {len(self.nodes)} node(s) stream {self.stream}>"
 
 
-def build_clusters(graph: Graph, merge: bool = True) -> list[Cluster]:
+def build_clusters(graph: Graph, merge: bool = True, topo: Topo | None = None) -> list[Cluster]:
     """The clusters of `graph`'s direct nodes, in order of their first node. With
     merge=False every node is a cluster of its own (pyge's per-node rules)."""
-    order = graph.topological_sort()
-    index = {id(n): i for i, n in enumerate(order)}
-    preds = [[index[id(p)] for p in n.predecessors if id(p) in index] for n in order]
+    topo = topo or Topo(graph)
+    order, preds = topo.order, topo.preds
     keys = [None if n.op_type in _NEVER_MERGE else (n.engine, label_of(n)) for n in order]
     users = [user_label_of(n) for n in order]
     rep = _mark(preds, keys, users) if merge else list(range(len(order)))

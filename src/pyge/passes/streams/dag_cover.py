@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ...ir.graph import Graph, Node
-from ._graph import is_transparent, label_of
+from ._graph import Topo, is_transparent, label_of
 
 
 @dataclass
@@ -33,6 +33,7 @@ class ResidualDag:
     preds: list[list[int]]
     serial: list[Node] = field(default_factory=list)     # labelled nodes, topological order
     weightless: list[Node] = field(default_factory=list)  # unlabelled skip nodes
+    order: list[Node] = field(default_factory=list)       # every direct node, topological order
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -40,14 +41,8 @@ class ResidualDag:
 
 def residual_dag(graph: Graph) -> ResidualDag:
     """The residual DAG of `graph`'s direct nodes."""
-    order = graph.topological_sort()
-    pos = {id(n): i for i, n in enumerate(order)}
-    succ_all: list[list[int]] = [[] for _ in order]
-    for i, n in enumerate(order):
-        for p in n.predecessors:
-            j = pos.get(id(p))
-            if j is not None:
-                succ_all[j].append(i)
+    topo = Topo(graph)
+    order, succ_all = topo.order, topo.succs
     kept = [label_of(n) is None and not is_transparent(n) for n in order]
     index = {}
     nodes: list[Node] = []
@@ -57,14 +52,19 @@ def residual_dag(graph: Graph) -> ResidualDag:
             nodes.append(n)
     succs: list[list[int]] = [[] for _ in nodes]
     for i, k in index.items():
-        succs[k] = _bridged(i, succ_all, kept, index)
+        ss = succ_all[i]
+        if all(kept[j] for j in ss):          # the common case: no node left out after it
+            succs[k] = sorted({index[j] for j in ss})
+        else:
+            succs[k] = _bridged(i, succ_all, kept, index)
     preds: list[list[int]] = [[] for _ in nodes]
     for k, ss in enumerate(succs):
         for s in ss:
             preds[s].append(k)
     return ResidualDag(nodes, succs, preds,
                        serial=[n for n in order if label_of(n) is not None],
-                       weightless=[n for i, n in enumerate(order) if not kept[i] and label_of(n) is None])
+                       weightless=[n for i, n in enumerate(order) if not kept[i] and label_of(n) is None],
+                       order=order)
 
 
 def _bridged(i: int, succ_all: list[list[int]], kept: list[bool], index: dict[int, int]) -> list[int]:

@@ -24,20 +24,15 @@ import bisect
 import logging
 
 from ...ir.graph import Graph
-from ._graph import label_of
+from ._graph import Topo, label_of
 
 log = logging.getLogger(__name__)
 
 
-def undo_ineffective(graph: Graph) -> int:
+def undo_ineffective(graph: Graph, topo: Topo | None = None) -> int:
     """Move nodes of `graph` onto a stream where their concurrency was void; returns how many moved."""
-    order = graph.topological_sort()
-    index = {id(n): i for i, n in enumerate(order)}
-    preds = [[index[id(p)] for p in n.predecessors if id(p) in index] for n in order]
-    succs: list[list[int]] = [[] for _ in order]
-    for i, ps in enumerate(preds):
-        for p in ps:
-            succs[p].append(i)
+    topo = topo or Topo(graph)
+    order, preds, succs = topo.order, topo.preds, topo.succs
     stream = [n.stream_id for n in order]
     labelled = [label_of(n) is not None for n in order]
     members: dict[int, list[int]] = {}
