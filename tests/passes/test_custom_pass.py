@@ -408,3 +408,33 @@ def test_control_flow_bodies_follow_their_node():
     feeds = {"cond": np.array(True), "x": np.array([-1.0, 0.5, 2.0, -3.0], np.float32)}
     for k, v in single.run(feeds).items():
         np.testing.assert_array_equal(model.run(feeds)[k], v)
+
+
+def test_passes_see_the_graph_after_fusion_and_the_names_fusion_replaced(caplog):
+    """As in GE, stream passes run after fusion: Conv+Relu is one FusedConv named Conv_0 that
+    carries _datadump_original_op_names; find_node("Relu_0") finds nothing and logs where it
+    went, find_original("Relu_0") finds the fused node, and model.stream_of answers for it."""
+    import logging
+    b = pyge.GraphBuilder("fused")
+    x = b.input("x", "float32", (1, 2, 4, 4))
+    w = b.initializer("w", np.ones((2, 2, 1, 1), np.float32))
+    y = b.op("Relu", [b.op("Conv", [x, w], name="Conv_0")], name="Relu_0")
+    b.output(b.op("Abs", [y], name="Abs_0"), "out")
+    got = {}
+
+    @pyge.custom_stream_pass("Fused")
+    def fused(graph, ctx):
+        got["find"] = graph.find_node("Relu_0")
+        node = graph.find_original("Relu_0")
+        got["orig"] = (node.name, node.type, node.original_op_names,
+                       node.get_attr("_datadump_original_op_names"),
+                       graph.find_node("Abs_0").original_op_names)
+        ctx.set_stream_id(node, ctx.allocate_next_stream_id())
+        return GRAPH_SUCCESS
+    with caplog.at_level(logging.INFO, logger="pyge.passes.custom.view"):
+        m = pyge.compile(b.build())
+    assert got["find"] is None and "fusion merged it into 'Conv_0'" in caplog.text
+    assert got["orig"] == ("Conv_0", "FusedConv", ("Conv_0", "Relu_0"), ("Conv_0", "Relu_0"), ("Abs_0",))
+    assert m.stream_of("Relu_0") == m.stream_of("Conv_0") != m.stream_of("Abs_0")
+    with pytest.raises(KeyError, match="nor one fused into another"):
+        m.stream_of("Nope_0")

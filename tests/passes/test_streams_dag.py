@@ -21,6 +21,7 @@ from pyge.passes.streams.cost import LAUNCH_S, flops, node_cost
 from pyge.passes.streams.dag_cover import max_matching, path_cover, residual_dag
 
 from _dags import sum_dags
+from test_events_property import events_of, oracle_events
 
 AUTO = "ge.autoMultistreamParallelMode"
 
@@ -311,3 +312,18 @@ def test_auto_mode_through_compile_runs_and_matches():
     ref = pyge.compile(g, options={"ge.enableSingleStream": "true"}).run({"x": x})
     for k, v in m.run({"x": x}).items():
         np.testing.assert_array_equal(v, ref[k])
+
+
+@settings(max_examples=30, deadline=None)
+@given(sum_dags(max_nodes=14, max_inputs=3), st.integers(2, 4),
+       st.sampled_from(["LoadBalance", "MainStream", "clusters", "nodes"]))
+def test_compiled_plans_have_exactly_the_minimal_events_and_verify(g, n, how):
+    """Whatever the stream rules chose, the events are the cross-stream edges of the
+    transitive reduction (the brute-force oracle of test_events_property) and verify."""
+    if how in ("LoadBalance", "MainStream"):
+        opts = {AUTO: f"{how}:{n}"}
+    else:
+        opts = {"ge.streamMaxParallelNum": str(n), "pyge.streamAllocation": how}
+    m = pyge.compile(g, options={**opts, "pyge.memoryReuse": "false"})
+    assert events_of(m.plan) == oracle_events(m.plan)
+    m.verify()
