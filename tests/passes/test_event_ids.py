@@ -191,3 +191,17 @@ def test_event_without_record_is_rejected():
     plan.events.append(Event(index=1, event_id=1, src="n0", dst="n1", src_stream=0, dst_stream=1))
     with pytest.raises(PlanError, match="never recorded"):
         assign_event_ids(plan, 10)
+
+
+def test_a_capped_plan_keeps_its_host_order_through_an_offline_model(tmp_path):
+    """Executors issue steps in host_order(plan), which merges under the plan's cap; the cap
+    travels with the plan, so a loaded model issues in the order its ids were reused for."""
+    import pyge
+    from pyge.builtin_models import inception_block
+    m = pyge.compile(inception_block(), options={"ge.autoMultistreamParallelMode": "LoadBalance:4",
+                                                 "pyge.maxEventNum": "1"})
+    assert m.num_physical_events == 1 < m.num_event_pairs
+    m.save(tmp_path / "m.pgm")
+    loaded = pyge.load_model(tmp_path / "m.pgm")
+    assert host_order(loaded.plan) == host_order(m.plan)
+    loaded.verify()
