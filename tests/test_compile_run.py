@@ -92,7 +92,8 @@ def test_sequence_output_elements_share_no_memory_with_feeds_or_weights(single):
                     [helper.make_tensor_value_info("x", TP.FLOAT, [2, 3])],
                     [helper.make_value_info("s", seq), helper.make_tensor_value_info("z", TP.FLOAT, [2, 3])],
                     [numpy_helper.from_array(np.full((2, 3), 7, np.float32), "W")])
-    m = pyge.compile(g, "cpu", {"ge.enableSingleStream": single, "ge.streamMaxParallelNum": "2"})
+    m = pyge.compile(g, "cpu", {"ge.enableSingleStream": single, "ge.streamMaxParallelNum": "2",
+                                "pyge.streamAllocation": "nodes"})
     x = np.ones((2, 3), np.float32)
     _write_into_outputs_then_rerun(m, {"x": x})
     assert (x == 1).all()                       # the caller's feed is untouched too
@@ -268,8 +269,10 @@ def _two_outputs():
 
 @pytest.fixture(params=["true", "false"], ids=["one-stream", "streams"])
 def two(request):
+    # (GE's clusters keep this one-engine graph on one stream; pyge's per-node rules split it)
     m = pyge.compile(_two_outputs(), options={"ge.enableSingleStream": request.param,
-                                              "ge.streamMaxParallelNum": "3"})
+                                              "ge.streamMaxParallelNum": "3",
+                                              "pyge.streamAllocation": "nodes"})
     assert (m.num_streams == 1) == (request.param == "true")
     return m
 

@@ -17,7 +17,8 @@ from pyge.builtin_models import inception_block, random_inputs
 from pyge.errors import ModelFileError
 from pyge.modelfile import FORMAT_VERSION, MAGIC, is_model_file, load_model
 
-PARALLEL = {"ge.streamMaxParallelNum": "4"}
+# (GE's clusters keep a connected one-engine graph on one stream; pyge's per-node rules split it)
+PARALLEL = {"ge.streamMaxParallelNum": "4", "pyge.streamAllocation": "nodes"}
 
 
 @pytest.fixture(scope="module")

@@ -41,9 +41,17 @@ def test_split_abs_gives_abs_1_its_own_stream_and_the_same_numbers():
     np.testing.assert_array_equal(out, np.maximum(x, 0) + np.abs(x))
 
 
-def test_more_streams_per_engine_also_separates_them():
+def test_more_streams_per_engine_do_not_split_one_cluster():
+    """As in GE: Relu_1, Abs_1 and Add_1 form one engine cluster (Add_1 joins both of its
+    parents), and a cluster gets one stream, whatever ge.streamMaxParallelNum says."""
     m = pyge.compile(reference_graph(SHAPE), options={"ge.streamMaxParallelNum": "2"})
-    assert m.num_streams == 2 and m.custom_streams == []
+    assert m.num_streams == 1 and m.custom_streams == []
+
+
+def test_per_node_rules_with_more_streams_do_separate_them():
+    m = pyge.compile(reference_graph(SHAPE), options={"ge.streamMaxParallelNum": "2",
+                                                     "pyge.streamAllocation": "nodes"})
+    assert m.num_streams == 2 and m.stream_of("Abs_1") != m.stream_of("Relu_1")
 
 
 def test_example_script_runs(capsys):

@@ -9,7 +9,8 @@ from pyge.builtin_models import inception_block, random_inputs
 from pyge.errors import InputError, OptionError
 from pyge.session import SessionError
 
-PARALLEL = {"ge.streamMaxParallelNum": "4"}
+# (GE's clusters keep a connected one-engine graph on one stream; pyge's per-node rules split it)
+PARALLEL = {"ge.streamMaxParallelNum": "4", "pyge.streamAllocation": "nodes"}
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,7 @@ def test_graph_options_override_session_options(graph):
     sess.add_graph(2, graph)
     assert sess.build_graph(1).num_streams == 1
     assert sess.build_graph(2).num_streams > 1
-    assert sess.graph_options(1) == {"ge.streamMaxParallelNum": "4", "ge.enableSingleStream": "true"}
+    assert sess.graph_options(1) == {**PARALLEL, "ge.enableSingleStream": "true"}
     assert sess.graph_options(2) == PARALLEL
 
 

@@ -3,9 +3,10 @@
 `inception_block()` is an Inception-v1-style block (Szegedy et al., 2014): four parallel
 branches over one input (1x1 conv; 1x1 -> 3x3 conv; 1x1 -> 5x5 conv; 3x3 max pool -> 1x1
 conv) joined by Concat, then a classifier head (global average pool -> Gemm). The branches
-share nothing but the input, which is the shape that logical streams are for: with more than
-one stream per engine (`ge.streamMaxParallelNum`) or an automatic mode
-(`ge.autoMultistreamParallelMode`) they run concurrently. Weights are random but seeded, so
+share nothing but the input, which is the shape that logical streams are for: with an
+automatic mode (`ge.autoMultistreamParallelMode`) or pyge's per-node rules with more than one
+stream per engine (`pyge.streamAllocation=nodes`, `ge.streamMaxParallelNum`) they run
+concurrently; GE's built-in rules keep the one-engine block on one stream. Weights are random but seeded, so
 every run of `pyge run` prints the same numbers.
 """
 from __future__ import annotations

@@ -10,9 +10,10 @@
                          affine chains (+Relu) into one addcmul (pyge.MulAdd), and
                          Reshape->Transpose->Reshape channel shuffles into pyge.ChannelShuffle
      6 assign_engines    every node gets an engine (compute, skip, independent, attach)
-     7 allocate_streams  GE's built-in chain, or single stream, or an automatic mode
+     7 allocate_streams  GE's built-in chain on engine clusters, or single stream
      8 stream_policy     (pyge.streamPolicy / pyge.policyFile) a built-in policy pass
-     9 custom_passes     user stream passes, root graph then each subgraph
+     9 custom_passes     the stream passes, once per model: GE's DAG pass (automatic mode),
+                         then the user's; afterwards control-flow bodies follow their node
     10 renumber_streams  used ids -> 0..N-1
     11 build_plan        per-stream launch lists
     12 insert_events     minimal Send/Recv pairs
@@ -86,7 +87,7 @@ def _engines(st: CompileState) -> None:
 
 def _streams(st: CompileState) -> None:
     from .passes.streams import allocate_streams
-    allocate_streams(st.graph, st.options)
+    st.max_stream_id = allocate_streams(st.graph, st.options).max_drawn
 
 
 def _policy(st: CompileState) -> None:
@@ -100,9 +101,15 @@ def _policy(st: CompileState) -> None:
 def _custom(st: CompileState) -> None:
     if st.options.single_stream:
         return  # GE: with ge.enableSingleStream=true no custom stream pass runs
-    from .passes.custom import run_custom_passes
+    from .passes.custom import run_stream_passes
+    from .passes.streams import follow_parents
     on_stage = st.dumper.stage if st.dumper is not None else None
-    st.custom_ids = set(run_custom_passes(st.graph, st.options, on_stage))
+    # a policy may have used ids beyond those the built-in chain drew
+    drawn = max([st.max_stream_id] + [n.stream_id for n in st.graph.nodes])
+    result = run_stream_passes(st.graph, st.options, drawn, on_stage)
+    st.max_stream_id = result.max_stream_id
+    st.custom_ids = set(result.custom_ids)
+    follow_parents(st.graph)
 
 
 def _renumber(st: CompileState) -> None:
@@ -122,7 +129,7 @@ def _events(st: CompileState) -> None:
 
 def _event_ids(st: CompileState) -> None:
     from .passes.event_ids import assign_event_ids
-    assign_event_ids(st.plan, st.options["ge.maxEventNum"])
+    assign_event_ids(st.plan, st.options["pyge.maxEventNum"])
 
 
 def _memory(st: CompileState) -> None:

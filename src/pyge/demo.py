@@ -141,7 +141,7 @@ def run_demo(out: str | None = None, runs: int = 20, stream: TextIO | None = Non
           f"{m1.stream_of(MOVED)} to stream {m2.stream_of(MOVED)}; Send/Recv events keep the order", file=w)
     _streams_lines(m2, w)
     _dump_lines(d2, w)
-    print(f"    (open the .pbtxt files in Netron: each node's stream is its _stream_id attribute;\n"
+    print(f"    (open the .pbtxt files in Netron: each node's stream is its stream_id attribute;\n"
           f"     compare ..._BeforeAssignLogicStream{PASS_NAME} with ..._AfterAssignLogicStream{PASS_NAME},\n"
           f"     and see the Send/Recv nodes in ..._PreRunAfterBuild)", file=w)
     feeds = reference_inputs()

@@ -1,8 +1,9 @@
 """The reference example of GE's custom stream pass feature, reusable by tests and `pyge demo`.
 
 Two operators with no dependency between them, `Relu_1` and `Abs_1`, both read the input
-and `Add_1` joins them. GE's default rules (one stream per engine, ge.streamMaxParallelNum=1)
-put them on one stream, so they run one after the other; the ten-line pass `split_abs`
+and `Add_1` joins them. GE's built-in rules put all three in one engine cluster (Add_1 joins
+both of its parents), and a cluster gets one stream whatever ge.streamMaxParallelNum says, so
+they run one after the other; the ten-line pass `split_abs`
 gives `Abs_1` a stream of its own, and the compiled model has two streams with a Send/Recv
 pair between `Abs_1` and `Add_1`.
 

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from .errors import InputError, PygeError
 from .ir.graph import OPTIONAL, SEQUENCE, Graph
 from .options import Options
+from .passes.fusion import ORIGINAL_NAMES
 from .plan.plan import Event, MemoryPlan, Plan
 
 # Graph metadata key that pyge.from_torch(..., return_torch=True) writes: it travels with the
@@ -156,6 +157,9 @@ class CompiledModel:
 
     # -- what the compiler decided -----------------------------------------------------
     def stream_of(self, name: str) -> int:
+        """The final stream of node `name`: a root-graph node, a node of a control-flow body
+        (its parent's stream), or a source node that fusion merged into another (GE's
+        `_datadump_original_op_names` names it)."""
         for n in self.plan.nodes:
             if n.name == name:
                 return n.stream
@@ -163,7 +167,12 @@ class CompiledModel:
             for n in g.nodes:
                 if n.name == name:
                     return n.stream_id
-        raise KeyError(f"no node named {name!r} in compiled model {self.plan.graph_name!r}")
+        for g in self.graph.all_graphs():
+            for n in g.nodes:
+                if name in (n.attrs.get(ORIGINAL_NAMES) or ()):
+                    return n.stream_id
+        raise KeyError(f"no node named {name!r} in compiled model {self.plan.graph_name!r} "
+                       "(nor one fused into another)")
 
     @property
     def num_streams(self) -> int:
@@ -181,7 +190,13 @@ class CompiledModel:
         return list(self.plan.events)
 
     @property
-    def num_events(self) -> int:
+    def num_event_pairs(self) -> int:
+        """Send/Recv pairs: len(model.events)."""
+        return len(self.plan.events)
+
+    @property
+    def num_physical_events(self) -> int:
+        """Physical event ids the pairs use (ids are reused where lifetimes do not overlap)."""
         return self.plan.num_physical_events
 
     @property

@@ -72,12 +72,15 @@ def _parallel_num(key: str, v: str) -> dict[str, int]:
     return out
 
 
+AUTO_MODES = ("LoadBalance", "MainStream", "WeightedLoadBalance")
+
+
 def _auto_mode(key: str, v: str) -> tuple[str, int] | None:
     s = str(v).strip()
-    accepted = "None, LoadBalance:N or MainStream:N with 1 <= N <= 64"
+    accepted = "None, LoadBalance:N, MainStream:N or WeightedLoadBalance:N with 1 <= N <= 64"
     if s in ("", "None", "none"):
         return None
-    m = re.fullmatch(r"(LoadBalance|MainStream)\s*:\s*(\d+)", s)
+    m = re.fullmatch(r"(LoadBalance|MainStream|WeightedLoadBalance)\s*:\s*(\d+)", s)
     if not m:
         raise OptionError(f"option {key}={v!r} is malformed; accepted values: {accepted}")
     n = _digits(key, v, m.group(2), accepted)
@@ -98,14 +101,24 @@ def _any_str(key: str, v: str) -> str:
 
 
 STREAM_POLICIES = ("ge", "critical_path", "min_streams", "list_schedule")
+STREAM_ALLOCATIONS = ("clusters", "nodes")
+
+# Keys pyge used to accept under another name: given by a user, they are an error that says so.
+RENAMED = {"ge.maxEventNum": ("pyge.maxEventNum", "GE has no compile-time event cap; pyge's "
+                              "optional cap is pyge.maxEventNum, 0 (the default) meaning none")}
 
 # key -> (parser, default string, one-line description)
 _SPEC: dict[str, tuple[Any, str, str]] = {
     "ge.enableSingleStream": (_bool, "false", "run everything on one stream; custom stream passes are not run"),
     "ge.streamMaxParallelNum": (_parallel_num, "1", "most streams per engine for dependency-based assignment"),
-    "ge.autoMultistreamParallelMode": (_auto_mode, "None", "automatic parallelism: None, LoadBalance:N, MainStream:N"),
-    "ge.maxEventNum": (lambda k, v: _int_range(k, v, 1, 1 << 20), "1023",
-                       "most physical events the plan may use (compilation fails above it)"),
+    "ge.autoMultistreamParallelMode": (_auto_mode, "None", "GE's DAG stream pass: None, LoadBalance:N, "
+                                       "MainStream:N, WeightedLoadBalance:N"),
+    "pyge.maxEventNum": (lambda k, v: _int_range(k, v, 0, 1 << 20), "0",
+                         "most physical event ids a plan may use (0 = no cap, as in GE); met by reusing "
+                         "ids and adding order, an error only when it cannot be met"),
+    "pyge.streamAllocation": (lambda k, v: _choice(k, v, STREAM_ALLOCATIONS), "clusters",
+                              "built-in stream rules on GE's engine clusters (clusters) or pyge's "
+                              "per-node rules (nodes)"),
     "ge.exec.enableFusion": (_bool, "true", "constant folding and other node-fusing optimisations"),
     "pyge.streamPolicy": (lambda k, v: _choice(k, v, STREAM_POLICIES), "ge",
                           "built-in stream policy run after GE's chain: " + ", ".join(STREAM_POLICIES)),
@@ -165,6 +178,9 @@ def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
     if options is not None and not isinstance(options, Mapping):
         raise OptionError(f"options must be a dict of string keys and values, got {type(options).__name__}")
     for k, v in (options or {}).items():
+        if k in RENAMED:
+            new, why = RENAMED[k]
+            raise OptionError(f"option {k!r} was renamed {new!r} ({why})")
         if k not in _SPEC:
             raise OptionError(f"unknown option {k!r}; accepted keys: {', '.join(accepted_keys())}")
         if isinstance(v, bool):
@@ -173,4 +189,8 @@ def parse_options(options: Mapping[str, Any] | Options | None) -> Options:
     parsed = {}
     for k, (parser, default, _) in _SPEC.items():
         parsed[k] = parser(k, raw.get(k, default))
+    if parsed["ge.enableSingleStream"] and parsed["ge.autoMultistreamParallelMode"] is not None:
+        raise OptionError(f"option ge.autoMultistreamParallelMode={raw['ge.autoMultistreamParallelMode']!r} "
+                          "conflicts with ge.enableSingleStream=true (the automatic mode spreads work "
+                          "over streams, the switch allows one); set one of them only")
     return Options(raw=raw, parsed=parsed)

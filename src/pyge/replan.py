@@ -38,7 +38,7 @@ def replan(model: CompiledModel, assign: Assignment, device: str = "cpu",
         n.stream_id = dense[streams.get(n.name, 0)]
     plan = build_plan(g, len(used), [], opts.as_dict())
     insert_events(plan)
-    assign_event_ids(plan, opts["ge.maxEventNum"])
+    assign_event_ids(plan, opts["pyge.maxEventNum"])
     plan_memory(plan, opts)
     verify_plan(plan)
     return CompiledModel(g, plan, device, opts)

@@ -45,7 +45,7 @@ def test_demo_in_process(tmp_path, capsys):
         assert (tmp_path / f"trace_{label}.json").exists()
     after_dump = next(tmp_path / "dumps" / n for n in dumps if n.endswith("AfterAssignLogicStreamSplitAbs.pbtxt"))
     text = after_dump.read_text()
-    assert "Abs_1" in text and "_stream_id" in text
+    assert "Abs_1" in text and "stream_id" in text and "_stream_id" not in text
 
 
 def test_demo_command_no_arguments(tmp_path):

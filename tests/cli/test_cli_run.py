@@ -63,7 +63,7 @@ def test_random_inputs_are_seeded(capsys, onnx_file, tmp_path):
 
 def test_profile_writes_trace_and_timeline(capsys, tmp_path):
     trace, png = tmp_path / "t.json", tmp_path / "t.png"
-    out = run_cli(capsys, "profile", "-O", "ge.streamMaxParallelNum=4", "--runs", "2",
+    out = run_cli(capsys, "profile", "-O", "ge.autoMultistreamParallelMode=LoadBalance:4", "--runs", "2",
                   "--trace", trace, "--timeline", png)
     assert "stream 1" in out and "concurrency" in out
     events = json.loads(trace.read_text())
@@ -80,7 +80,7 @@ def test_run_with_timeline(capsys, onnx_file, tmp_path):
 
 
 def test_streams_table_and_json(capsys, onnx_file, tmp_path):
-    out = run_cli(capsys, "streams", "-O", "ge.streamMaxParallelNum=4", "--plan")
+    out = run_cli(capsys, "streams", "-O", "ge.autoMultistreamParallelMode=LoadBalance:4", "--plan")
     assert "Concat" in out and "launch" in out
     pgm = tmp_path / "m.pgm"
     run_cli(capsys, "compile", onnx_file, "-o", pgm)

@@ -41,14 +41,15 @@ def test_dump_files_names_stream_ids_and_events(tmp_path, monkeypatch):
         mp = onnx.load_model(str(path), format="textproto")
         attrs = {n.name: {a.name: helper.get_attribute_value(a) for a in n.attribute} | {"op": n.op_type}
                  for n in mp.graph.node}
-        assert all("_stream_id" in a for a in attrs.values()), stage
+        assert all("stream_id" in a for a in attrs.values()), stage            # GE's attribute name
         if stage.startswith("RunCustomPass_Before"):
-            assert attrs["Abs_1"]["_stream_id"] == attrs["Relu_1"]["_stream_id"]
+            assert attrs["Abs_1"]["stream_id"] == attrs["Relu_1"]["stream_id"]
         if stage.startswith("RunCustomPass_After"):
-            assert attrs["Abs_1"]["_stream_id"] != attrs["Relu_1"]["_stream_id"]
+            assert attrs["Abs_1"]["stream_id"] != attrs["Relu_1"]["stream_id"]
     built = {n["op"]: n for n in attrs.values() if n["op"] in ("Send", "Recv")}   # the last dump: built graph
     assert built["Send"]["event_id"] == built["Recv"]["event_id"] == 0
-    assert built["Send"]["_stream_id"] == 1 and built["Recv"]["_stream_id"] == 0
+    assert built["Send"]["send_event_id_list"] == built["Recv"]["recv_event_id_list"] == [0]
+    assert built["Send"]["stream_id"] == 1 and built["Recv"]["stream_id"] == 0
 
 
 @pytest.mark.parametrize("level, expect", [("1", lambda s: "AssignLogicStream" in s and len(s) > 3),
@@ -91,7 +92,8 @@ def model_file(tmp_path):
 def test_cli_commands(capsys, tmp_path, model_file):
     pgm = tmp_path / "m.pgm"
     rc, out, err = cli(capsys, "compile", model_file, "-o", pgm, "--device", "cpu",
-                       "--option", "ge.streamMaxParallelNum=2", "--option", "ge.enableSingleStream=false")
+                       "--option", "ge.streamMaxParallelNum=2", "--option", "ge.enableSingleStream=false",
+                       "--option", "pyge.streamAllocation=nodes")
     assert rc == 0 and pgm.exists(), err
     assert pyge.load_model(pgm).num_streams == 2
     for target in (model_file, pgm):                                    # random inputs
@@ -104,7 +106,8 @@ def test_cli_commands(capsys, tmp_path, model_file):
     assert len(ops) == 2 * 3 and (tmp_path / "t.png").exists()
     rc, out, err = cli(capsys, "run", model_file, "--option", "ge.streamMaxParallelNum=2", "--runs", "2")
     assert rc == 0, err
-    for target, opts in ((model_file, ["--option", "ge.streamMaxParallelNum=2"]), (pgm, [])):
+    for target, opts in ((model_file, ["--option", "ge.streamMaxParallelNum=2", "--option",
+                                       "pyge.streamAllocation=nodes"]), (pgm, [])):
         rc, out, err = cli(capsys, "streams", target, *opts)
         assert rc == 0 and "Abs_1" in out and "e0" in out, err
 
@@ -204,7 +207,7 @@ def test_failed_run_names_the_node_and_the_model_stays_usable():
     g2 = b.op("Gather", [b.op("Relu", [x], name="Relu_1"), idx], name="Gather_2", axis=0)
     b.op("Add", [g1, g2], name="Add_1", outputs=["y"])
     b.graph.outputs.append(b.graph.value("y"))
-    model = pyge.compile(b.build(), options={"ge.streamMaxParallelNum": "2"})
+    model = pyge.compile(b.build(), options={"ge.autoMultistreamParallelMode": "LoadBalance:2"})
     assert model.num_streams == 2
     ones = np.ones((4, 3), np.float32)
     with pytest.raises(pyge.ExecutionError, match="Gather_[12]") as err:

@@ -11,8 +11,8 @@ SMALL = (8, 16)
 FILE_RE = re.compile(r"^ge_onnx_(\d{8})_graph_(\d+)_(.+)\.pbtxt$")
 
 
-def compile_reference(with_pass: bool = True, **kw):
-    g = reference_graph(SMALL)
+def compile_reference(with_pass: bool = True, graph=None, **kw):
+    g = graph if graph is not None else reference_graph(SMALL)
     if not with_pass:
         return pyge.compile(g, **kw)
     with pyge.custom_passes_scope():

@@ -143,7 +143,8 @@ def test_output_names_and_return_torch_through_the_model(fake_cuda, graphed):
     picks outputs on both paths (a replay's static outputs, an eager run's own tensors), and
     return_torch keeps them as device tensors."""
     single = pyge.compile(random_graph(random.Random(4), 18), "cpu", {"ge.enableSingleStream": "true"})
-    model = pyge.compile(single.graph, "cuda", {"pyge.cudaGraph": graphed, "ge.streamMaxParallelNum": "3"})
+    model = pyge.compile(single.graph, "cuda", {"pyge.cudaGraph": graphed, "ge.streamMaxParallelNum": "3",
+                                                "pyge.streamAllocation": "nodes"})   # several streams
     assert model.device == "cuda"
     feeds = random_feeds(single, 0)
     want = single.run(feeds)

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import pyge
-from pyge import GRAPH_FAILED, GRAPH_PARAM_INVALID, GRAPH_SUCCESS
+from pyge import GRAPH_FAILED, GRAPH_SUCCESS
 from pyge.frontends.onnx_loader import refine_types
 from pyge.ir.clone import clone_graph
-from pyge.passes.custom import (AFTER_STAGE, BEFORE_STAGE, registered_passes, run_custom_passes)
+from pyge.passes.custom import (AFTER_STAGE, BEFORE_STAGE, registered_passes, run_stream_passes)
 from pyge.passes.engines import assign_engines
 from pyge.passes.streams import allocate_streams
 
@@ -34,8 +34,13 @@ def _if_graph():
 def _prepared(g, **options):
     g = clone_graph(g)
     assign_engines(g)
-    allocate_streams(g, options)
+    g.drawn = allocate_streams(g, options).max_drawn   # (a plain attribute, for the tests)
     return g
+
+
+def run_custom_passes(g, options=None, on_stage=None):
+    """The stream passes once, as the compiler calls them; returns the ids they drew."""
+    return set(run_stream_passes(g, options, g.drawn, on_stage).custom_ids)
 
 
 # -- registration -----------------------------------------------------------------------
@@ -86,20 +91,37 @@ def test_scope_undoes_registrations():
 
 # -- what a pass sees ---------------------------------------------------------------------
 
-def test_each_call_sees_only_its_graphs_direct_nodes_root_first():
+def test_a_pass_is_called_once_per_model_with_the_models_graph():
+    """As in GE: one call per compiled model; the subgraphs are not calls of their own."""
     seen, stages = [], []
 
     @pyge.custom_stream_pass("Look")
     def look(graph, ctx):
         seen.append((graph.name, graph.is_root, graph.parent_node_name,
-                     [n.name for n in graph.get_direct_nodes()]))
+                     [n.name for n in graph.get_direct_nodes()],
+                     sorted(n.name for n in graph.get_all_nodes())))
         return GRAPH_SUCCESS
     run_custom_passes(_prepared(_if_graph()), None, lambda stage, g: stages.append((stage, g.name)))
-    assert seen == [("root", True, None, ["pre", "if", "post"]),
-                    ("then_body", False, "if", ["t_relu", "t_abs"]),
-                    ("else_body", False, "if", ["e_neg"])]
-    assert stages[:2] == [(f"{BEFORE_STAGE}Look", "root"), (f"{AFTER_STAGE}Look", "root")]
-    assert len(stages) == 6
+    assert seen == [("root", True, None, ["pre", "if", "post"],
+                     ["e_neg", "if", "post", "pre", "t_abs", "t_relu"])]
+    assert stages == [(f"{BEFORE_STAGE}Look", "root"), (f"{AFTER_STAGE}Look", "root")]
+
+
+def test_one_context_is_shared_by_all_passes_of_a_call():
+    contexts, ids = [], []
+
+    def make(name):
+        def fn(graph, ctx):
+            contexts.append(ctx)
+            ids.append((ctx.pass_name, ctx.allocate_next_stream_id(), ctx.get_curr_max_stream_id()))
+            return GRAPH_SUCCESS
+        pyge.register_custom_pass(name).custom_allocate_stream_pass_fn(fn)
+    make("A")
+    make("B")
+    g = _prepared(_if_graph())
+    assert run_custom_passes(g) == {g.drawn + 1, g.drawn + 2}
+    assert contexts[0] is contexts[1]
+    assert ids == [("A", g.drawn + 1, g.drawn + 1), ("B", g.drawn + 2, g.drawn + 2)]
 
 
 def test_passes_run_in_registration_order_and_see_earlier_changes():
@@ -119,7 +141,7 @@ def test_passes_run_in_registration_order_and_see_earlier_changes():
         return GRAPH_SUCCESS
     g = _prepared(_if_graph())
     assert run_custom_passes(g) == {1}
-    assert log == ["first", 1, "first", "first"]
+    assert log == ["first", 1]
 
 
 def test_read_only_node_properties():
@@ -190,9 +212,10 @@ def test_set_stream_id_refusals_change_nothing():
         return GRAPH_SUCCESS
     g = _prepared(_if_graph())
     run_custom_passes(g)
-    assert all(results[k][0] == GRAPH_PARAM_INVALID for k in ("neg", "above", "foreign", "notint", "bool", "notnode"))
+    assert all(results[k][0] == GRAPH_FAILED for k in ("neg", "above", "foreign", "notint", "bool", "notnode"))
     assert "outside 0..0" in results["neg"][1] and "outside 0..0" in results["above"][1]
-    assert "belongs to graph 'then_body', not to graph 'root'" in results["foreign"][1]
+    assert "belongs to subgraph 'then_body' (of node 'if'" in results["foreign"][1]
+    assert "not to graph 'root'" in results["foreign"][1]
     assert "not an integer" in results["notint"][1]
     assert results["stream"] == 0 and results["ok"] == GRAPH_SUCCESS
     assert g.node("pre").stream_id == 0
@@ -211,10 +234,31 @@ def test_max_stream_id_and_allocation():
             ctx.set_stream_id(graph.find_node("post"), b)    # a stays unused
         return GRAPH_SUCCESS
     g = _prepared(_if_graph(), **{"ge.streamMaxParallelNum": "2"})
-    before = max(n.stream_id for sg in g.all_graphs() for n in sg.nodes)
+    before = g.drawn
     ids = run_custom_passes(g)
     assert seen == [before, before + 1, before + 2, before + 2]
     assert ids == {before + 1, before + 2}
+
+
+def test_max_stream_id_counts_holes_as_ge_does():
+    """An id the built-in allocation drew but left unused still counts. Between two
+    collectives (their independent stream, id 0) a Relu gets a compute stream (id 1), and the
+    last rule moves it onto stream 0 between them (nothing there could overlap it), leaving
+    id 1 drawn and unused."""
+    b = pyge.GraphBuilder("holes")
+    x = b.input("x", "float32", (4,))
+    r = b.op("Relu", [b.op("AllReduce", [x], name="ar1")], name="r")
+    b.graph.outputs.append(b.op("AllReduce", [r], name="ar2"))
+    g = _prepared(b.build())
+    used = {n.stream_id for n in g.nodes}
+    seen = []
+
+    @pyge.custom_stream_pass("Max")
+    def mx(graph, ctx):
+        seen.append(ctx.get_curr_max_stream_id())
+        return GRAPH_SUCCESS
+    run_custom_passes(g)
+    assert seen == [g.drawn] and g.drawn > max(used)
 
 
 def test_options_and_pass_name():
@@ -248,7 +292,7 @@ def test_node_of_a_same_named_graph_is_refused_as_another_graph():
         seen["status"], seen["message"] = ctx.set_stream_id(node, 0), ctx.get_error_message()
         return GRAPH_SUCCESS
     pyge.compile(user)
-    assert seen["status"] == GRAPH_PARAM_INVALID
+    assert seen["status"] == GRAPH_FAILED
     assert f"belongs to another graph (also named {user.name!r}), not to graph {user.name!r}" in seen["message"]
 
 
@@ -308,12 +352,18 @@ def test_a_pass_must_return_a_status(ret):
         pyge.compile(_ref_graph())
 
 
-def test_failure_on_a_subgraph_names_it():
-    @pyge.custom_stream_pass("SubFail")
-    def sub_fail(graph, ctx):
-        return GRAPH_SUCCESS if graph.is_root else GRAPH_FAILED
-    with pytest.raises(pyge.CustomPassError, match="on subgraph 'then_body' of node 'if'"):
-        run_custom_passes(_prepared(_if_graph()))
+def test_a_subgraph_node_is_not_the_passes_to_move():
+    got = {}
+
+    @pyge.custom_stream_pass("SubMove")
+    def sub_move(graph, ctx):
+        inner = next(n for n in graph.get_all_nodes() if n.name == "t_abs")
+        got["status"] = ctx.set_stream_id(inner, ctx.allocate_next_stream_id())
+        got["message"] = ctx.get_error_message()
+        return GRAPH_SUCCESS
+    g = _prepared(_if_graph())
+    run_custom_passes(g)
+    assert got["status"] == GRAPH_FAILED and "a body runs on its parent node's stream" in got["message"]
 
 
 def test_failed_compile_leaves_the_users_graph_untouched():
@@ -341,23 +391,50 @@ def test_registration_without_function_is_skipped():
     assert pyge.compile(_ref_graph()).num_streams == 1
 
 
-def test_a_subgraph_node_keeps_its_stream_id_and_runs_inside_its_parent():
-    """As documented in the tutorial: the id a pass gives a branch node is kept and counted,
-    the branch runs inside its If node (model.streams lists root-graph nodes only), and the
-    outputs are the single-stream ones."""
-    @pyge.custom_stream_pass("MoveBranch")
-    def move_branch(graph, ctx):
-        if not graph.is_root:
-            for n in graph.get_direct_nodes():
-                if n.name == "t_abs":
-                    ctx.set_stream_id(n, ctx.allocate_next_stream_id())
+def test_control_flow_bodies_follow_their_node():
+    """A pass that moves an If node moves its bodies with it: after the passes every body node
+    is on its node's stream, so the model has exactly the streams of its root graph."""
+    @pyge.custom_stream_pass("MoveIf")
+    def move_if(graph, ctx):
+        ctx.set_stream_id(graph.find_node("if"), ctx.allocate_next_stream_id())
         return GRAPH_SUCCESS
     g = _if_graph()
     model = pyge.compile(g)
-    s = model.stream_of("t_abs")
-    assert s != model.stream_of("if") and model.num_streams == s + 1
-    assert model.streams[s] == [] and "t_abs" not in sum(model.streams, [])
+    s = model.stream_of("if")
+    assert model.stream_of("t_abs") == model.stream_of("t_relu") == model.stream_of("e_neg") == s
+    assert model.num_streams == 2 and s != model.stream_of("pre")
+    assert "t_abs" not in sum(model.streams, [])
     single = pyge.compile(g, options={"ge.enableSingleStream": "true"})
     feeds = {"cond": np.array(True), "x": np.array([-1.0, 0.5, 2.0, -3.0], np.float32)}
     for k, v in single.run(feeds).items():
         np.testing.assert_array_equal(model.run(feeds)[k], v)
+
+
+def test_passes_see_the_graph_after_fusion_and_the_names_fusion_replaced(caplog):
+    """As in GE, stream passes run after fusion: Conv+Relu is one FusedConv named Conv_0 that
+    carries _datadump_original_op_names; find_node("Relu_0") finds nothing and logs where it
+    went, find_original("Relu_0") finds the fused node, and model.stream_of answers for it."""
+    import logging
+    b = pyge.GraphBuilder("fused")
+    x = b.input("x", "float32", (1, 2, 4, 4))
+    w = b.initializer("w", np.ones((2, 2, 1, 1), np.float32))
+    y = b.op("Relu", [b.op("Conv", [x, w], name="Conv_0")], name="Relu_0")
+    b.output(b.op("Abs", [y], name="Abs_0"), "out")
+    got = {}
+
+    @pyge.custom_stream_pass("Fused")
+    def fused(graph, ctx):
+        got["find"] = graph.find_node("Relu_0")
+        node = graph.find_original("Relu_0")
+        got["orig"] = (node.name, node.type, node.original_op_names,
+                       node.get_attr("_datadump_original_op_names"),
+                       graph.find_node("Abs_0").original_op_names)
+        ctx.set_stream_id(node, ctx.allocate_next_stream_id())
+        return GRAPH_SUCCESS
+    with caplog.at_level(logging.INFO, logger="pyge.passes.custom.view"):
+        m = pyge.compile(b.build())
+    assert got["find"] is None and "fusion merged it into 'Conv_0'" in caplog.text
+    assert got["orig"] == ("Conv_0", "FusedConv", ("Conv_0", "Relu_0"), ("Conv_0", "Relu_0"), ("Abs_0",))
+    assert m.stream_of("Relu_0") == m.stream_of("Conv_0") != m.stream_of("Abs_0")
+    with pytest.raises(KeyError, match="nor one fused into another"):
+        m.stream_of("Nope_0")

@@ -1,4 +1,7 @@
-"""Rule 3: a node continues a predecessor's stream, else round-robin new streams per engine."""
+"""GE's AssignByDependencyPass on clusters: a cluster continues a predecessor's stream, else
+round-robin new streams per engine. With GE's clusters a connected one-engine graph is one
+cluster; the round-robin shows on clusters that cannot merge (unconnected branches, or
+branches behind another engine), and on single nodes under pyge.streamAllocation=nodes."""
 from __future__ import annotations
 
 from hypothesis import given, settings
@@ -8,10 +11,15 @@ import pyge
 from pyge.ir.clone import clone_graph
 from pyge.passes.engines import assign_engines
 from pyge.passes.streams import allocate_streams
+from pyge.passes.streams.clusters import build_clusters
 from pyge.passes.streams.context import StreamContext
 from pyge.passes.streams.dependency import assign_by_dependency
+from pyge.passes.streams.node_update import update_nodes
 
 from _dags import sum_dags
+
+
+NODES = {"pyge.streamAllocation": "nodes"}
 
 
 def _alloc(g, **options):
@@ -19,6 +27,18 @@ def _alloc(g, **options):
     assign_engines(g)
     allocate_streams(g, options)
     return {n.name: n.stream_id for n in g.nodes}
+
+
+def _branches(n_branches: int, length: int = 2):
+    """n unconnected chains over one input: n clusters that cannot merge."""
+    b = pyge.GraphBuilder("branches")
+    x = b.input("x", "float32", (4,))
+    for i in range(n_branches):
+        v = x
+        for j in range(length):
+            v = b.op("Relu", [v], name=f"b{i}_{j}")
+        b.graph.outputs.append(v)
+    return b.build()
 
 
 def _fork(n_branches: int):
@@ -41,16 +61,27 @@ def test_chain_stays_on_one_stream():
 
 def test_default_is_one_stream_per_engine_as_in_ge():
     assert set(_alloc(_fork(4)).values()) == {0}
+    assert set(_alloc(_branches(3)).values()) == {0}
+
+
+def test_a_fork_is_one_cluster_whatever_the_parallel_number():
+    assert set(_alloc(_fork(4), **{"ge.streamMaxParallelNum": "4"}).values()) == {0}
+
+
+def test_unconnected_clusters_round_robin_up_to_the_parallel_number():
+    s = _alloc(_branches(4), **{"ge.streamMaxParallelNum": "2"})
+    assert s["b0_0"] == s["b0_1"] == s["b2_0"] != s["b1_0"] == s["b3_1"]
+    assert len(set(s.values())) == 2
 
 
 def test_first_successor_continues_others_open_new_streams():
-    s = _alloc(_fork(2), **{"ge.streamMaxParallelNum": "2"})
+    s = _alloc(_fork(2), **{"ge.streamMaxParallelNum": "2"}, **NODES)
     assert s["root"] == s["b0"] == s["join"]   # join continues its first input's stream
     assert s["b1"] != s["b0"]
 
 
-def test_new_streams_round_robin_up_to_the_parallel_number():
-    s = _alloc(_fork(4), **{"ge.streamMaxParallelNum": "2"})
+def test_new_streams_round_robin_up_to_the_parallel_number_per_node():
+    s = _alloc(_fork(4), **{"ge.streamMaxParallelNum": "2"}, **NODES)
     # root opened stream slot 0 and hands it to b0; b1 opens slot 1, b2 wraps to slot 0, b3 slot 1.
     assert s["b0"] == s["b2"] == s["root"]
     assert s["b1"] == s["b3"] != s["b0"]
@@ -58,8 +89,26 @@ def test_new_streams_round_robin_up_to_the_parallel_number():
 
 
 def test_parallel_number_per_engine():
-    s = _alloc(_fork(3), **{"ge.streamMaxParallelNum": "compute:3"})
-    assert len({s["b0"], s["b1"], s["b2"]}) == 3
+    s = _alloc(_branches(3), **{"ge.streamMaxParallelNum": "compute:3"})
+    assert len({s["b0_0"], s["b1_0"], s["b2_0"]}) == 3
+
+
+def test_a_cluster_continues_through_another_engines_cluster_only_if_it_rode_on_it():
+    """compute -> If (attach) -> compute: the If rides on the first stream and the second
+    compute cluster continues it (GE's reused_subgraph); behind a collective (independent)
+    it opens its own."""
+    b = pyge.GraphBuilder("through")
+    x = b.input("x", "float32", (4,))
+    a = b.op("Relu", [x], name="a")
+    seq = b.op("SequenceConstruct", [a], name="seq")
+    c = b.op("SequenceAt", [seq, b.constant(0)], name="at")
+    d = b.op("Abs", [c], name="d")
+    ar = b.op("AllReduce", [a], name="ar")
+    e = b.op("Neg", [ar], name="e")
+    b.graph.outputs += [d, e]
+    s = _alloc(b.build(), **{"ge.streamMaxParallelNum": "4"})
+    assert s["a"] == s["seq"] == s["at"] == s["d"]
+    assert s["e"] not in (s["a"], s["ar"])
 
 
 def test_skip_nodes_are_looked_through():
@@ -71,7 +120,7 @@ def test_skip_nodes_are_looked_through():
     p = b.op("Abs", [r], name="p")
     q = b.op("Neg", [r], name="q")
     b.graph.outputs.append(b.op("Add", [p, q], name="add"))
-    s = _alloc(b.build(), **{"ge.streamMaxParallelNum": "2"})
+    s = _alloc(b.build(), **{"ge.streamMaxParallelNum": "2"}, **NODES)
     assert s["root"] == s["p"] == s["reshape"] == s["add"]
     assert s["q"] != s["p"]
 
@@ -83,7 +132,7 @@ def test_attach_node_rides_on_its_producers_stream():
     a = b.op("Abs", [root], name="a")
     seq = b.op("SequenceConstruct", [root], name="seq")
     b.graph.outputs += [a, seq]
-    s = _alloc(b.build(), **{"ge.streamMaxParallelNum": "4"})
+    s = _alloc(b.build(), **{"ge.streamMaxParallelNum": "4"}, **NODES)
     assert s["root"] == s["a"] == s["seq"]   # the attach node does not use up the hand-off
 
 
@@ -94,9 +143,12 @@ def dags():
 
 
 def _run_rule(g, parallel):
+    """The dependency rule alone, on single-node clusters (pyge's per-node rules)."""
     g = clone_graph(g)
     assign_engines(g)
-    assign_by_dependency(g, StreamContext(max_parallel={"*": parallel}))
+    clusters = build_clusters(g, merge=False)
+    assign_by_dependency(clusters, StreamContext(max_parallel={"*": parallel}))
+    update_nodes(clusters)
     return g
 
 
@@ -138,6 +190,16 @@ def test_ge_engine_names_are_accepted_for_parallel_num():
     """A GE user's `AIcoreEngine:2` means the compute engine, as in GE."""
     import pyge
     from pyge.examples import reference_graph
-    m = pyge.compile(reference_graph(), options={"ge.streamMaxParallelNum": "AIcoreEngine:2"})
+    from pyge.passes.streams.context import check_parallel_num
+    assert check_parallel_num({"AIcoreEngine": 2, "DNN_HCCL": 3}) == {"compute": 2, "independent": 3}
+    m = pyge.compile(reference_graph(), options={"ge.streamMaxParallelNum": "AIcoreEngine:2",
+                                                 "pyge.streamAllocation": "nodes"})
     assert m.num_streams == 2
     assert m.stream_of("Abs_1") != m.stream_of("Relu_1")
+
+
+def test_one_engine_named_twice_through_ge_names_is_an_error():
+    import pytest
+    from pyge.examples import reference_graph
+    with pytest.raises(pyge.OptionError, match=r"names engine 'compute' twice \('compute' and 'AIcoreEngine'\)"):
+        pyge.compile(reference_graph(), options={"ge.streamMaxParallelNum": "compute:2,AIcoreEngine:3"})

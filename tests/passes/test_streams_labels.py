@@ -1,4 +1,5 @@
-"""Rule 1: stream labels (`_stream_label`, overridden by `_user_stream_label`) share a stream."""
+"""GE's AssignByLabelPass: stream labels (`_stream_label`, overridden by `_user_stream_label`)
+share a stream, one per label, numbered in cluster order."""
 from __future__ import annotations
 
 import pytest
@@ -7,6 +8,7 @@ import pyge
 from pyge.ir.clone import clone_graph
 from pyge.passes.engines import assign_engines
 from pyge.passes.streams import allocate_streams
+from pyge.passes.streams.clusters import build_clusters
 from pyge.passes.streams.context import StreamContext
 from pyge.passes.streams.labels import assign_by_label
 
@@ -45,10 +47,21 @@ def test_labels_are_numbered_first_in_topological_order():
     g = clone_graph(_fan({"a": {"_stream_label": "L1"}, "b": {"_stream_label": "L2"}}))
     assign_engines(g)
     ctx = StreamContext()
-    assert assign_by_label(g, ctx) == 2
+    clusters = build_clusters(g)
+    assert assign_by_label(clusters, ctx) == 2
     assert ctx.label_streams == {"L1": 0, "L2": 1}
     assert ctx.next_stream == 2
-    assert [n.stream_id for n in g.nodes] == [0, 1, -1]
+    assert [c.stream for c in clusters] == [0, 1, -1]
+
+
+def test_a_user_label_beats_the_independent_engine_a_stream_label_does_not():
+    b = pyge.GraphBuilder("comm")
+    x = b.input("x", "float32", (4,))
+    r = b.op("Relu", [x], name="r", _stream_label="L")
+    b.graph.outputs.append(b.op("AllReduce", [r], name="plain", _stream_label="L"))
+    b.graph.outputs.append(b.op("AllReduce", [r], name="user", _user_stream_label="L"))
+    s = _alloc(b.build())
+    assert s["user"] == s["r"] != s["plain"]
 
 
 def test_labelled_stream_is_not_continued_by_unlabelled_successors():
@@ -61,7 +74,7 @@ def test_labelled_stream_is_not_continued_by_unlabelled_successors():
     assert s["a"] != s["c"] == s["d"]
 
 
-def test_label_keeps_its_stream_in_subgraphs():
+def test_a_labelled_body_node_still_runs_on_its_if_nodes_stream():
     x = pyge.Value("x", "float32", (2,))
     body = pyge.GraphBuilder("then_body")
     body.graph.outputs.append(body.op("Relu", [x], name="inner", _stream_label="L"))
@@ -77,8 +90,8 @@ def test_label_keeps_its_stream_in_subgraphs():
     b.graph.outputs.append(outer)
     b.graph.outputs.append(b.op("If", [cond], name="if", then_branch=body.graph, else_branch=other.graph))
     s = _alloc(b.build())
-    assert s["inner"] == s["outer"]
-    assert s["inner2"] == s["if"]   # a body without labels runs on its parent's stream
+    # a body runs on its parent's stream, labels or not: no stream is its own
+    assert s["inner"] == s["inner2"] == s["if"] != s["outer"]
 
 
 def test_labels_are_an_error_in_single_stream_mode():

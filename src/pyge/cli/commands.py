@@ -25,7 +25,7 @@ def _facts(loaded: Loaded) -> dict[str, Any]:
     m = loaded.model
     return {"model": loaded.source, "device": str(m.device), "nodes": len(m.plan.nodes),
             "streams": m.num_streams, "custom_streams": len(m.custom_streams),
-            "events": len(m.events), "physical_events": m.num_events,
+            "events": m.num_event_pairs, "physical_events": m.num_physical_events,
             "peak_bytes": m.memory.peak_bytes, "no_reuse_bytes": m.memory.no_reuse_bytes,
             "compile_s": loaded.compile_s or None}
 

@@ -9,7 +9,8 @@ Stages and their levels (a stage is written when its level >= DUMP_GRAPH_LEVEL):
     level 1  InferShapes, FoldConstants, FuseConvBN, AssignLogicStream, StreamPolicy, RenumberStreams
              (after the compiler pass of that name; the DumpInstrument asks for them)
     level 2  RunCustomPass_BeforeAssignLogicStream<Pass>, RunCustomPass_AfterAssignLogicStream<Pass>
-             (around each custom stream pass, once per graph the pass is run for)
+             (around each stream pass call, once per compiled model; the "after" dump is written
+             also when the pass fails; GE's DAG pass of the automatic mode is MiniDAGStreamPass)
     level 3  PreRunAfterBuild: the built graph with its Send/Recv nodes and event ids, last
 
 DUMP_GRAPH_LEVEL given as text writes the stages whose name contains it (`A|B`: either).
@@ -88,12 +89,13 @@ class Dumper:
         """Dump the built graph: operators in stream order plus the plan's Send/Recv nodes."""
         if not self.wants(BUILT_STAGE, BUILT_LEVEL):
             return None
-        from .built import add_event_opset, built_node_list, replace_nodes
+        from .built import add_event_opset, built_node_list, ge_sync_attrs, replace_nodes
         mp = graph_model(graph, self.config.mode)
         replace_nodes(mp.graph, built_node_list(graph, plan, mp.graph))
+        ge_sync_attrs(mp.graph)
         add_event_opset(mp)
         mp.graph.doc_string = plan.format()
-        meta = {"pyge.num_streams": str(plan.num_streams), "pyge.num_events": str(len(plan.events)),
+        meta = {"pyge.num_streams": str(plan.num_streams), "pyge.num_event_pairs": str(len(plan.events)),
                 "pyge.num_physical_events": str(plan.num_physical_events)}
         return self._write(BUILT_STAGE, mp, meta)
 

@@ -4,7 +4,8 @@ A logical event k from producer P (stream a) to consumer C (stream b) becomes
     Send  (domain pyge, on stream a) right after P, input: the value C reads from P
     Recv  (domain pyge, on stream b) right before C, input: the Send's token (its own token
           output is left unconsumed: an extra input would break C's operator schema)
-both with `event_id` (the physical id executors use) and `_stream_id`. Nodes are written in one
+both with `event_id` (the physical id executors use), `stream_id`, and GE's
+`send_event_id_list` / `recv_event_id_list` (ge_sync_attrs). Nodes are written in one
 merged order of the streams' steps, so the file is topologically sorted and every Send comes
 before its Recv; Netron draws P -> Send -> Recv.
 
@@ -142,6 +143,23 @@ def built_node_list(graph: Graph, plan: Plan, gp: onnx.GraphProto) -> list[onnx.
             set_attr(p, ENGINE_ATTR, EVENT_ENGINE)
         nodes.append(p)
     return nodes
+
+
+def ge_sync_attrs(gp: onnx.GraphProto) -> None:
+    """GE's spelling on every node of the built graph: the stream as `stream_id` (a node the
+    plan's own materialisation wrote as `_stream_id` is renamed), and each Send (Recv) with
+    its event ids as `send_event_id_list` (`recv_event_id_list`), as GE dumps them."""
+    from onnx import helper as _h
+    for p in gp.node:
+        for i, a in enumerate(p.attribute):
+            if a.name == "_stream_id":
+                value = _h.get_attribute_value(a)
+                del p.attribute[i]
+                set_attr(p, "stream_id", int(value))
+                break
+        if p.domain == EVENT_DOMAIN and p.op_type in ("Send", "Recv"):
+            ids = [int(_h.get_attribute_value(a)) for a in p.attribute if a.name == "event_id"]
+            set_attr(p, "send_event_id_list" if p.op_type == "Send" else "recv_event_id_list", ids)
 
 
 def add_event_opset(mp: onnx.ModelProto) -> None:

@@ -1,10 +1,15 @@
 """IR graph -> annotated ONNX ModelProto -> protobuf text, for one dump.
 
-Every node, in subgraphs too, carries `_stream_id` (int) and `_engine` (string) so that Netron
-shows where each operator runs. The dump mode decides how much data stays:
+Every node, in subgraphs too, carries `stream_id` (GE's attribute name, an int) and `_engine`
+(a string) so that Netron shows where each operator runs; a fused node also carries GE's
+`_datadump_original_op_names` (the IR keeps it as a node attribute). The dump mode decides how
+much data stays:
     FULL        everything, weights included
-    NO_WEIGHTS  initializers and tensor attributes keep name, type and shape, not their data
+    NO_WEIGHTS  initializers become graph inputs with their type and shape; tensor attributes
+                keep name, type and shape, not their data
     STRUCTURE   no initializers and no value_info at all; tensor attributes without data
+Every mode loads with a plain `onnx.load`: data that is left out is simply absent, never
+pointed to an external file that does not exist.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from ..frontends.onnx_proto import graph_to_model
 from ..ir.graph import Graph, Node
 from .config import FULL, STRUCTURE
 
-STREAM_ATTR, ENGINE_ATTR = "_stream_id", "_engine"
+STREAM_ATTR, ENGINE_ATTR = "stream_id", "_engine"
 
 
 def set_attr(node: onnx.NodeProto, name: str, value: Any) -> None:
@@ -62,23 +67,32 @@ def _annotate_subgraphs(n: Node, p: onnx.NodeProto) -> None:
 
 
 def _strip_tensor(t: TensorProto) -> None:
-    """Keep name, type and shape; drop the data (as onnx_proto does for weights=False)."""
-    if t.data_location == TensorProto.EXTERNAL and not t.raw_data:
-        return
+    """Keep name, type and shape; drop the data, and any external-data reference with it."""
     for f in ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data",
-              "uint64_data"):
+              "uint64_data", "external_data"):
         t.ClearField(f)
-    t.ClearField("external_data")
-    t.data_location = TensorProto.EXTERNAL
-    e = t.external_data.add()
-    e.key, e.value = "location", "(omitted)"
+    t.data_location = TensorProto.DEFAULT
 
 
-def _strip_graph(gp: onnx.GraphProto, mode: int) -> None:
+def _initializers_as_inputs(gp: onnx.GraphProto) -> None:
+    """NO_WEIGHTS: each initializer becomes a graph input of its type and shape."""
+    declared = {v.name for v in gp.input}
+    for t in gp.initializer:
+        if t.name not in declared:
+            gp.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    gp.ClearField("initializer")
+    gp.ClearField("sparse_initializer")
+
+
+def _strip_graph(gp: onnx.GraphProto, mode: int, top: bool = True) -> None:
+    """Drop the data the mode leaves out. A subgraph's initializers stay declared, without
+    data (a body takes no inputs of its own)."""
     if mode == STRUCTURE:
         gp.ClearField("initializer")
         gp.ClearField("sparse_initializer")
         gp.ClearField("value_info")
+    elif top:
+        _initializers_as_inputs(gp)
     else:
         for t in gp.initializer:
             _strip_tensor(t)
@@ -90,10 +104,10 @@ def _strip_graph(gp: onnx.GraphProto, mode: int) -> None:
                 for t in a.tensors:
                     _strip_tensor(t)
             elif a.type == AttributeProto.GRAPH:
-                _strip_graph(a.g, mode)
+                _strip_graph(a.g, mode, top=False)
             elif a.type == AttributeProto.GRAPHS:
                 for sg in a.graphs:
-                    _strip_graph(sg, mode)
+                    _strip_graph(sg, mode, top=False)
 
 
 def graph_model(g: Graph, mode: int) -> onnx.ModelProto:

@@ -120,7 +120,7 @@ class CudaExecutor:
         if self._streams is None:
             with torch.cuda.device(self.device):
                 self._streams = [torch.cuda.Stream(self.device) for _ in self.plan.streams]
-                # One CUDA event per *physical* id (ge.maxEventNum caps them): safe because
+                # One CUDA event per *physical* id (pyge.maxEventNum may cap them): safe because
                 # steps are issued in host_order, the order the ids were reused for.
                 physical = [torch.cuda.Event() for _ in range(self.plan.num_physical_events)]
                 self._events = [physical[e.event_id] for e in self.plan.events]

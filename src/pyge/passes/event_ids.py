@@ -1,4 +1,4 @@
-"""Pass 12: physical event ids, reused where lifetimes cannot overlap.
+"""Physical event ids, reused where lifetimes cannot overlap.
 
 Every logical event k (Plan.events[k]) has one RECORD and its WAITs. Executors that drive
 all streams from one host thread (CUDA; the sequential executor) enqueue the steps in
@@ -76,20 +76,20 @@ def colour_intervals(spans: list[tuple[int, int]]) -> list[int]:
     return ids
 
 
-def assign_event_ids(plan: Plan, max_events: int) -> int:
+def assign_event_ids(plan: Plan, max_events: int = 0) -> int:
     """Give every logical event its physical id. Returns the number of physical ids.
 
-    Raises PlanError naming ge.maxEventNum when more ids are alive at once than the cap
-    allows; the plan is left unchanged then.
+    No cap by default (`max_events` 0, pyge.maxEventNum's default): GE has none at compile
+    time, the runtime creates the events a model needs. With a cap, event_cap.meet_cap first
+    adds order (delays RECORDs) until no more than that many events are alive at once in the
+    host order; it raises PlanError saying why when it cannot, and leaves the plan unchanged.
     """
     cap = int(max_events)
+    if cap > 0 and plan.events:
+        from .event_cap import meet_cap
+        meet_cap(plan, cap)
     ids = colour_intervals(event_lifetimes(plan))
     needed = 1 + max(ids, default=-1)
-    if needed > cap:
-        raise PlanError(
-            f"plan {plan.graph_name!r} needs {needed} physical events ({len(plan.events)} "
-            f"Send/Recv pairs, up to {needed} alive at once) but ge.maxEventNum={cap}; "
-            "raise ge.maxEventNum or use fewer streams")
     for e, pid in zip(plan.events, ids):
         e.event_id = pid
     log.debug("plan %s: %d events on %d physical ids", plan.graph_name, len(plan.events), needed)

@@ -24,10 +24,16 @@ def is_static(shape) -> bool:
 FLOATS = ("float16", "float32", "float64")
 
 
+ORIGINAL_NAMES = "_datadump_original_op_names"   # GE's attribute: the names a fused node replaced
+
+
 def mark_fused(node: Node, names: list[str]) -> str:
-    """Note in `node`'s doc string that it absorbed names[1:] (names[0] is its own name);
-    returns the "a+b+c" entry for note_fused."""
+    """Note that `node` absorbed names[1:] (names[0] is its own name): in its doc string, and
+    in GE's `_datadump_original_op_names` attribute, which keeps every name it replaced (dumps,
+    custom passes and model.stream_of read it). Returns the "a+b+c" entry for note_fused."""
     node.doc = (node.doc + " " if node.doc else "") + "fused " + "+".join(names[1:])
+    before = list(node.attrs.get(ORIGINAL_NAMES) or names[:1])
+    node.attrs[ORIGINAL_NAMES] = list(dict.fromkeys(before + names[1:]))
     return "+".join(names)
 
 

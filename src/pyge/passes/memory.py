@@ -37,8 +37,8 @@ the single-stream peak; kept: the one within 1.15x with the fewest events, else 
 smallest arena, if smaller than without events. The single-stream peak is that of the same
 nodes planned in index order on one stream (what ge.enableSingleStream=true plans); it is
 only computed when the arena exceeds the bounds against the live-bytes lower bound of that
-order. The events go through assign_event_ids again; if ge.maxEventNum cannot hold them,
-they are dropped and the layout without them is kept. plan_memory first removes memory
+order. The events go through assign_event_ids again; if a pyge.maxEventNum cap cannot hold
+them, they are dropped and the layout without them is kept. plan_memory first removes memory
 events of an earlier run, so it is idempotent.
 
 `peak_bytes` is the arena size; `no_reuse_bytes` the arena size with one region per value
@@ -98,8 +98,7 @@ def plan_memory(plan: Plan, options=None) -> MemoryPlan:
 def _plan_memory(plan: Plan, options) -> MemoryPlan:
     opts = parse_options(options)         # None -> the defaults; an Options passes through
     reuse = bool(opts["pyge.memoryReuse"])
-    # Without options, the cap is the default or whatever the events passes already used.
-    cap = opts["ge.maxEventNum"] if options is not None else max(1023, plan.num_physical_events)
+    cap = opts["pyge.maxEventNum"]          # 0: no cap (the default, as in GE)
     if strip_memory_events(plan):            # planning twice gives the same plan
         from .event_ids import assign_event_ids
         assign_event_ids(plan, cap)
@@ -185,7 +184,7 @@ def _maybe_order(plan: Plan, hb: HappensBefore, items: list[Item], readers: list
     added = add_memory_events(plan, edges)
     try:
         assign_event_ids(plan, cap)
-    except PlanError as err:                 # ge.maxEventNum cannot hold them: do without
+    except PlanError as err:                 # pyge.maxEventNum cannot hold them: do without
         log.warning("memory plan of %s: %s; keeping the %d-byte arena without memory events",
                     plan.graph_name, err, peak)
         strip_memory_events(plan)            # ours were appended: the others keep their index

@@ -25,6 +25,7 @@ class CompileState:
     graph_id: int = 0
     plan: Any = None
     num_streams: int = 0
+    max_stream_id: int = -1          # largest stream id drawn so far (holes included)
     custom_streams: list[int] = field(default_factory=list)
     custom_ids: set[int] = field(default_factory=set)
     facts: set[str] = field(default_factory=set)

@@ -12,6 +12,10 @@ out level by level, and within a level all WAITs, then all LAUNCHes, then all RE
 by node index). So an event is recorded late and waited early: lifetimes are short, which
 is what lets physical ids be reused, and the host feeds every stream early, which is what a
 concurrent device wants. Levels do not depend on how plan nodes are numbered.
+
+A plan compiled with a cap on physical events (`plan.options["pyge.maxEventNum"]`, passes/
+event_cap.py) is merged under it: a RECORD that would make more events alive than the cap
+waits (its stream with it) until a WAIT closes one, unless nothing else can go first.
 """
 from __future__ import annotations
 
@@ -40,6 +44,12 @@ def _anchors(steps) -> list[int]:
     return out
 
 
+def event_cap(plan: Plan) -> int:
+    """The plan's cap on events alive at once (0: none)."""
+    raw = str(plan.options.get("pyge.maxEventNum", "0") or "0").strip()
+    return int(raw) if raw.isdigit() else 0
+
+
 def host_order(plan: Plan) -> list[tuple[int, int]]:
     """All steps as (stream, position in that stream), in host enqueue order.
 
@@ -47,6 +57,15 @@ def host_order(plan: Plan) -> list[tuple[int, int]]:
     deadlocks (a wait whose record can never be enqueued).
     """
     streams, n_events = plan.streams, len(plan.events)
+    cap = event_cap(plan)
+    open_waits = [0] * n_events             # WAITs of each event not yet enqueued
+    if cap:
+        for steps in streams:
+            for st in steps:
+                if st.kind == WAIT and 0 <= st.arg < n_events:
+                    open_waits[st.arg] += 1
+    alive = 0
+    deferred: list[tuple[int, int, int, int]] = []   # RECORDs held back by the cap
     pos = [0] * len(streams)
     last = [-1] * len(streams)              # level of the latest launch on each stream
     need = [0] * len(streams)               # least level of the next launch (from waits)
@@ -72,10 +91,26 @@ def host_order(plan: Plan) -> list[tuple[int, int]]:
     for s in range(len(streams)):
         if streams[s]:
             push(s)
-    while heap:
-        key, _, _, s = heapq.heappop(heap)
+    while heap or deferred:
+        forced = not heap                   # nothing else can go: exceed the cap
+        item = deferred.pop(0) if forced else heapq.heappop(heap)
+        key, _, _, s = item
         st = streams[s][pos[s]]
+        if cap and not forced and st.kind == RECORD and alive >= cap and \
+                0 <= st.arg < n_events and open_waits[st.arg]:
+            deferred.append(item)
+            continue
         out.append((s, pos[s]))
+        if cap and 0 <= st.arg < n_events and st.kind != LAUNCH:
+            if st.kind == RECORD and open_waits[st.arg]:
+                alive += 1
+            elif st.kind == WAIT:
+                open_waits[st.arg] -= 1
+                if open_waits[st.arg] == 0:
+                    alive -= 1
+                    for d in deferred:
+                        heapq.heappush(heap, d)
+                    deferred.clear()
         if st.kind == LAUNCH:
             last[s] = key
         elif st.kind == WAIT:

@@ -8,6 +8,7 @@ the same objects every time and they can be used as dict keys.
 """
 from __future__ import annotations
 
+import logging
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, NamedTuple
 
@@ -15,6 +16,9 @@ import numpy as np
 
 from ...ir.graph import Graph, Node, Value
 from ..engines import ENGINE_KIND, COMPUTE
+from ..fusion import ORIGINAL_NAMES
+
+log = logging.getLogger(__name__)
 
 
 class TensorDesc(NamedTuple):
@@ -111,6 +115,13 @@ class ConstNode:
         return _frozen(self._node.attrs[name]) if name in self._node.attrs else default
 
     @property
+    def original_op_names(self) -> tuple[str, ...]:
+        """The source nodes this node stands for: its own name, or, for a node made by fusion,
+        every name it replaced (GE's `_datadump_original_op_names`)."""
+        names = self._node.attrs.get(ORIGINAL_NAMES)
+        return tuple(names) if names else (self._node.name,)
+
+    @property
     def subgraph_names(self) -> tuple[str, ...]:
         return tuple(g.name for g in self._node.subgraphs)
 
@@ -165,8 +176,29 @@ class ConstGraph:
         return [self._wrap(n) for g in self._graph.all_graphs() for n in g.nodes]
 
     def find_node(self, name: str) -> ConstNode | None:
+        """The direct node named `name`, or None (see `find_original` for fused-away names)."""
         n = self._graph.find_node(name)
+        if n is None:
+            holder = self._holder(name)
+            if holder is not None:
+                log.info("graph %s has no node %r: fusion merged it into %r (its %s); "
+                         "find_original(%r) finds it", self._graph.name, name, holder.name,
+                         ORIGINAL_NAMES, name)
         return self._wrap(n) if n is not None else None
+
+    def find_original(self, name: str) -> ConstNode | None:
+        """The direct node that runs source node `name`: that node itself, or the node fusion
+        merged it into (whose `original_op_names` hold `name`); None if there is neither."""
+        n = self._graph.find_node(name)
+        if n is None:
+            n = self._holder(name)
+        return self._wrap(n) if n is not None else None
+
+    def _holder(self, name: str) -> Node | None:
+        for n in self._graph.nodes:
+            if name in (n.attrs.get(ORIGINAL_NAMES) or ()):
+                return n
+        return None
 
     @property
     def inputs(self) -> tuple[TensorDesc, ...]:

@@ -66,7 +66,8 @@ def cost_us(path: str | Path, what: str, us) -> float:
 
 
 def load_costs(path: str | Path) -> CostTable:
-    """Read a cost file: {"version": 1, "unit": "us", "costs": {node: us}, "event_us": x}."""
+    """Read a cost file: {"version": 1, "unit": "us", "costs": {node: us}, "event_us": x}, or a
+    Chrome trace that `Profile.save_trace` wrote (each node's median duration over the runs)."""
     p = Path(path)
     try:
         data = json.loads(p.read_text())
@@ -74,6 +75,8 @@ def load_costs(path: str | Path) -> CostTable:
         raise OptionError(f"option pyge.costFile: cannot read {str(p)!r}: {err.strerror or err}") from err
     except ValueError as err:
         raise OptionError(f"option pyge.costFile: {str(p)!r} is not valid JSON: {err}") from err
+    if isinstance(data, dict) and isinstance(data.get("traceEvents"), list):
+        return _trace_costs(p, data["traceEvents"])
     if not isinstance(data, dict) or isinstance(data.get("version"), bool) or \
             data.get("version") != COST_FILE_VERSION or not isinstance(data.get("costs"), dict):
         raise OptionError(f"option pyge.costFile: {str(p)!r} is not a version {COST_FILE_VERSION} "
@@ -85,6 +88,19 @@ def load_costs(path: str | Path) -> CostTable:
     return CostTable(costs=costs, event_s=cost_us(p, "event_us", data.get("event_us", EVENT_S * 1e6)),
                      launch_s=cost_us(p, "launch_us", data.get("launch_us", 0.0)),
                      device=str(data.get("device", "")), extra=extra)
+
+
+def _trace_costs(path: Path, events: list) -> CostTable:
+    """Per node name, the median duration of its complete ("ph": "X") op events."""
+    import statistics
+    durs: dict[str, list[float]] = {}
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat", "op") == "op" and "name" in e:
+            durs.setdefault(str(e["name"]), []).append(cost_us(path, f"duration of {e['name']!r}", e.get("dur")))
+    if not durs:
+        raise OptionError(f"option pyge.costFile: {str(path)!r} is a trace without operator events "
+                          '(expected the "ph": "X" events that profile.save_trace writes)')
+    return CostTable(costs={name: statistics.median(ds) for name, ds in durs.items()})
 
 
 def cost_table(options) -> CostTable:

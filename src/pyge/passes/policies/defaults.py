@@ -1,7 +1,7 @@
 """What pyge.compile does about streams when the user sets no stream option.
 
-    cpu   GE's own rules (no policy): with ge.streamMaxParallelNum=1 they put one engine's
-          nodes on one stream, which on all nine light models of the onnx package is the
+    cpu   GE's own rules (no policy): on engine clusters, with ge.streamMaxParallelNum=1, they
+          put one engine's nodes on one stream, which on all nine light models of the onnx package is the
           single-stream plan. benchmarks/bench_policies_cpu.py on a 2-core machine (results in
           benchmarks/results/policies_cpu.txt, figures in the README): a multi-stream plan
           splits the cores between the streams' threads, so the two-stream policies gain at
@@ -26,7 +26,8 @@ from __future__ import annotations
 
 # Any of these in the user's options means "the user decided": no default is added.
 STREAM_OPTIONS = ("ge.enableSingleStream", "ge.streamMaxParallelNum", "ge.autoMultistreamParallelMode",
-                  "pyge.streamPolicy", "pyge.policyFile", "pyge.maxStreams", "pyge.costFile")
+                  "pyge.streamPolicy", "pyge.policyFile", "pyge.maxStreams", "pyge.costFile",
+                  "pyge.streamAllocation")
 
 # The simulator's recommendation for CUDA, not yet measured on a GPU (see above).
 CUDA_CANDIDATE: dict[str, str] = {"pyge.streamPolicy": "list_schedule"}

@@ -1,8 +1,9 @@
 """State shared by the built-in stream rules while they allocate one model's streams.
 
-Stream ids are global to the model: the root graph and every subgraph draw new ids from one
-counter, as GE's LogicalStreamAllocator does. A subgraph's first engine stream is its parent
-node's stream (GE's "default stream"), so by default a body runs where its If/Loop runs.
+Stream ids are drawn from one counter (GE's `Context::next_stream`). Every id a rule draws
+counts, used or not: the custom stream passes start from the largest id drawn so far
+(`next_stream - 1`, holes included, as GE's StreamPassContext does), and renumbering closes
+the holes afterwards.
 """
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ PARALLEL_KEY = "ge.streamMaxParallelNum"
 class StreamContext:
     max_parallel: dict[str, int] = field(default_factory=lambda: {"*": 1})
     next_stream: int = 0
-    # stream label -> stream, for the whole model (a label means the same stream everywhere)
+    # stream label -> stream (GE's AssignByLabelPass: one stream per label)
     label_streams: dict[str, int] = field(default_factory=dict)
-    # (engine, label) -> stream of an independent engine
+    # (engine, label) -> stream of an independent engine (GE's IndependentStreamPass)
     independent_streams: dict[tuple[str, str], int] = field(default_factory=dict)
-    # the parent node's stream while a subgraph is being allocated; None for the root graph
+    # a stream new nodes may fall back on (the skip rule's last resort); None: the lowest used
     default_stream: int | None = None
 
     def new_stream(self) -> int:
@@ -37,21 +38,33 @@ class StreamContext:
         """Streams owned by a label or an independent engine: no other rule puts nodes there."""
         return set(self.label_streams.values()) | set(self.independent_streams.values())
 
+    @property
+    def max_drawn(self) -> int:
+        """The largest stream id drawn so far (-1 before the first)."""
+        return self.next_stream - 1
 
-# GE's engine names, so that a GE user's `AIcoreEngine:2` means what it means in GE.
-GE_ENGINE_ALIASES = {"AIcoreEngine": "compute", "VectorEngine": "compute", "DNN_HCCL": "independent",
+
+# GE's engine names for pyge's built-in engines, so that a GE user's `AIcoreEngine:2` means what
+# it means in GE. Engines are told apart by name: a user engine named "VectorEngine" (registered
+# with pyge.register_engine) is an engine of its own, not an alias of compute.
+GE_ENGINE_ALIASES = {"AIcoreEngine": "compute", "DNN_HCCL": "independent",
                      "DNN_VM_GE_LOCAL": "skip", "DNN_VM_GE_LOCAL_OP_STORE": "skip"}
 
 
 def check_parallel_num(parsed: dict[str, int]) -> dict[str, int]:
-    """Every engine named in ge.streamMaxParallelNum must exist (checked before allocating)."""
+    """ge.streamMaxParallelNum with GE's engine names resolved: every engine must exist, and
+    one engine may be named once (`compute:2,AIcoreEngine:3` names the compute engine twice)."""
     merged: dict[str, int] = {}
+    given: dict[str, str] = {}
     for k, v in parsed.items():
-        key = GE_ENGINE_ALIASES.get(k, k) if k not in ENGINE_KIND else k
-        merged[key] = max(v, merged.get(key, 0))
-    parsed = merged
-    unknown = sorted(k for k in parsed if k != "*" and k not in ENGINE_KIND)
+        key = k if k in ENGINE_KIND or k == "*" else GE_ENGINE_ALIASES.get(k, k)
+        if key in merged:
+            raise OptionError(f"option {PARALLEL_KEY} names engine {key!r} twice ({given[key]!r} and "
+                              f"{k!r}); accepted values: N (1..64) or ENGINE:N[,ENGINE:N...], each engine once")
+        merged[key], given[key] = v, k
+    unknown = sorted(given[k] for k in merged if k != "*" and k not in ENGINE_KIND)
     if unknown:
         raise OptionError(f"option {PARALLEL_KEY} names unknown engine(s) {', '.join(unknown)}; "
-                          f"accepted engines: {', '.join(engine_names())}")
-    return dict(parsed)
+                          f"accepted engines: {', '.join(engine_names())} (GE's names "
+                          f"{', '.join(sorted(GE_ENGINE_ALIASES))} mean pyge's built-in engines)")
+    return merged

@@ -1,28 +1,29 @@
-"""Rule 3 (GE's AssignByDependencyPass): a node continues a predecessor's stream.
+"""GE's AssignByDependencyPass: a cluster continues a predecessor's stream, else opens one.
 
-Walking the graph in topological order, a compute node takes the stream of its first
-predecessor (in input order) that
+Clusters are visited in order (of their first node). An unassigned compute cluster takes
+the stream of its first predecessor cluster (in the order its edges are met) that
 
-  * holds a stream of the node's own engine (not a labelled or independent stream), and
-  * has not already handed that stream to another successor of the same engine.
+  * holds a stream the rules gave by dependency (not a labelled or independent stream),
+  * continues a stream of the cluster's own engine (its own engine, or, for an attach
+    cluster such as an If node, the engine of the stream it rode on: GE's reused_subgraph),
+  * and has not already handed that stream to another successor of that engine.
 
-Otherwise the node opens a new stream of its engine: per engine, new streams are taken
-round-robin from at most ``ge.streamMaxParallelNum`` streams (default 1, as in GE, which is
-why by default all compute nodes end up on one stream). An attach-engine node rides on its
-first predecessor's stream whatever its engine, and on the compute engine's first stream
-when it has none. Unlabelled skip nodes are looked through (their producers count as the
-predecessors) and get their stream later, from rule 4.
+Otherwise the cluster opens a new stream of its engine. Per engine, new streams are taken
+round-robin from at most ``ge.streamMaxParallelNum`` streams (default 1, as in GE: with one
+engine everything that is not labelled or independent shares one stream). An attach cluster
+rides on its first predecessor's stream whatever the engine, and on the compute engine's
+first stream when it has none; it never uses up a hand-off. Skip-engine clusters without a
+label are looked through (their predecessors count) and get their streams from the skip rule.
 
-As in GE, streams are first numbered per engine and only then laid out globally, engine by
-engine in name order; in a subgraph the first of them is the parent node's stream.
+As in GE, streams are first numbered per engine and only then laid out, engine by engine in
+name order, on fresh ids.
 """
 from __future__ import annotations
 
 import logging
 
-from ...ir.graph import Graph, Node
-from ..engines import ATTACH, COMPUTE, SKIP, kind_of
-from ._graph import EffectivePreds
+from ..engines import ATTACH, COMPUTE, SKIP
+from .clusters import Cluster
 from .context import StreamContext
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ Slot = tuple[str, int]   # (engine, per-engine stream number)
 
 
 class _Slots:
-    """Per-engine round-robin stream numbers (GE's engine_next_streams_/engine_stream_num_)."""
+    """Per-engine round-robin stream numbers (GE's engine_next_streams_ / engine_stream_num_)."""
 
     def __init__(self, ctx: StreamContext):
         self.ctx = ctx
@@ -52,44 +53,64 @@ class _Slots:
         return engine, 0
 
     def to_streams(self) -> dict[Slot, int]:
-        out: dict[Slot, int] = {}
-        for engine in sorted(self.count):
-            for local in range(self.count[engine]):
-                if not out and self.ctx.default_stream is not None:
-                    out[(engine, local)] = self.ctx.default_stream
-                else:
-                    out[(engine, local)] = self.ctx.new_stream()
-        return out
+        return {(engine, local): self.ctx.new_stream()
+                for engine in sorted(self.count) for local in range(self.count[engine])}
 
 
-def assign_by_dependency(graph: Graph, ctx: StreamContext) -> int:
-    """Assign every unassigned compute/attach node of `graph`; returns how many."""
-    preds_of = EffectivePreds()
+def _transparent(c: Cluster) -> bool:
+    return c.kind == SKIP and c.label is None
+
+
+class _Preds:
+    """Predecessor clusters with unlabelled skip clusters looked through (memoised)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, list[Cluster]] = {}
+
+    def __call__(self, c: Cluster) -> list[Cluster]:
+        out: dict[int, Cluster] = {}
+        for p in c.preds:
+            for q in (self._through(p) if _transparent(p) else (p,)):
+                if q is not c:
+                    out.setdefault(id(q), q)
+        return list(out.values())
+
+    def _through(self, skip: Cluster) -> list[Cluster]:
+        got = self._memo.get(id(skip))
+        if got is None:
+            got = self._memo[id(skip)] = self(skip)
+        return got
+
+
+def assign_by_dependency(clusters: list[Cluster], ctx: StreamContext) -> int:
+    """Assign every unassigned, non-skip cluster; returns how many."""
+    preds_of = _Preds()
     slots = _Slots(ctx)
     slot_of: dict[int, Slot] = {}
-    handed: set[int] = set()   # predecessors that already passed their stream on
-    todo = [n for n in graph.topological_sort() if n.stream_id < 0 and kind_of(n) != SKIP]
-    for n in todo:
-        slot_of[id(n)] = _pick(n, preds_of(n), slot_of, handed) or (
-            slots.first(COMPUTE) if kind_of(n) == ATTACH else slots.new(n.engine or COMPUTE))
+    handed: set[int] = set()         # clusters that already passed their stream on
+    todo = [c for c in clusters if c.stream < 0 and c.kind != SKIP]
+    for c in todo:
+        slot_of[id(c)] = _pick(c, preds_of(c), slot_of, handed) or (
+            slots.first(COMPUTE) if c.kind == ATTACH else slots.new(c.engine))
     streams = slots.to_streams()
-    for n in todo:
-        n.stream_id = streams[slot_of[id(n)]]
-        log.debug("node %s (%s) -> stream %d", n.name, n.op_type, n.stream_id)
+    for c in todo:
+        c.stream = streams[slot_of[id(c)]]
+        log.debug("cluster %d (%s, %d node(s), first %s) -> stream %d", c.index, c.engine,
+                  len(c.nodes), c.nodes[0].name, c.stream)
     return len(todo)
 
 
-def _pick(n: Node, preds: list[Node], slot_of: dict[int, Slot], handed: set[int]) -> Slot | None:
-    attach = kind_of(n) == ATTACH
+def _pick(c: Cluster, preds: list[Cluster], slot_of: dict[int, Slot], handed: set[int]) -> Slot | None:
+    attach = c.kind == ATTACH
     for p in preds:
         slot = slot_of.get(id(p))
         if slot is None:      # labelled or independent: those streams are never continued
             continue
         if attach:
             return slot
-        if slot[0] != n.engine or id(p) in handed:
+        if slot[0] != c.engine or id(p) in handed:
             continue
-        # Only a successor of the same engine uses up the hand-off (GE's CouldReuse).
+        # Only a successor of the stream's engine uses up the hand-off (GE's CouldReuse).
         handed.add(id(p))
         return slot
     return None

@@ -1,34 +1,31 @@
-"""Rule 2 (GE's IndependentStreamPass): independent engines get streams of their own.
+"""GE's IndependentStreamPass: independent engines (collectives, host<->device copies; GE's
+DNN_HCCL) get streams of their own, one per (engine, stream label) pair.
 
-Host/device copies and collectives must not queue behind kernels (nor kernels behind them),
-so each independent engine gets a new stream per stream label (unlabelled nodes share the
-engine's unlabelled stream). Streams are shared across the root graph and its subgraphs.
+A cluster that already holds a user-labelled stream keeps it (a user label beats the
+independent engine); one with a plain `_stream_label` moves to its (engine, label) stream.
 """
 from __future__ import annotations
 
 import logging
 
-from ...ir.graph import Graph
-from ..engines import INDEPENDENT, kind_of
-from ._graph import label_of
+from ..engines import INDEPENDENT
+from .clusters import Cluster
 from .context import StreamContext
 
 log = logging.getLogger(__name__)
 
 
-def assign_independent(graph: Graph, ctx: StreamContext) -> int:
-    """Give each independent-engine node of `graph` its (engine, label) stream; returns how many."""
+def assign_independent(clusters: list[Cluster], ctx: StreamContext) -> int:
+    """Give each independent-engine cluster its (engine, label) stream; returns how many."""
     count = 0
-    if not any(kind_of(n) == INDEPENDENT for n in graph._nodes):
-        return 0   # the common case: no need for the topological order
-    for n in graph.topological_sort():
-        if kind_of(n) != INDEPENDENT:
+    for c in clusters:
+        if c.kind != INDEPENDENT or (c.user_label is not None and c.stream >= 0):
             continue
-        key = (n.engine or INDEPENDENT, label_of(n) or "")
+        key = (c.engine, c.label or "")
         stream = ctx.independent_streams.get(key)
         if stream is None:
             stream = ctx.independent_streams[key] = ctx.new_stream()
             log.debug("independent engine %s (label %r) gets stream %d", key[0], key[1], stream)
-        n.stream_id = stream
+        c.stream = stream
         count += 1
     return count

@@ -1,37 +1,31 @@
-"""Rule 1 (GE's AssignByLabelPass): nodes with the same stream label share one stream.
+"""GE's AssignByLabelPass: clusters with the same stream label share one stream.
 
-The label is the node attribute `_stream_label`, or `_user_stream_label`, which overrides it.
-Each label gets a new stream the first time it is met (in topological order); the label keeps
-that stream in every subgraph too. Independent-engine nodes are left to rule 2, which gives
-them one stream per (engine, label) pair.
+The label is a node's `_user_stream_label`, else its `_stream_label` (a cluster's label is
+its first node's; clusters only ever hold one label). Each label draws a new stream the
+first time it is met, in cluster order. Independent-engine clusters get a label stream too,
+but the next rule takes them back unless their label is a user label: a user label beats
+the independent engine, a plain stream label does not (GE: HasAssignedUserStream).
 """
 from __future__ import annotations
 
 import logging
 
-from ...ir.graph import Graph
-from ..engines import INDEPENDENT, kind_of
-from ._graph import label_of
+from .clusters import Cluster
 from .context import StreamContext
 
 log = logging.getLogger(__name__)
 
 
-def assign_by_label(graph: Graph, ctx: StreamContext) -> int:
-    """Give every labelled node of `graph` (not its subgraphs) its label's stream; returns how many."""
+def assign_by_label(clusters: list[Cluster], ctx: StreamContext) -> int:
+    """Give every labelled cluster its label's stream; returns how many clusters."""
     count = 0
-    # Most graphs have no label: then skip the topological sort (the order only matters
-    # for which label opens a stream first).
-    if not any(label_of(n) is not None and kind_of(n) != INDEPENDENT for n in graph._nodes):
-        return 0
-    for n in graph.topological_sort():
-        label = label_of(n)
-        if label is None or kind_of(n) == INDEPENDENT:
+    for c in clusters:
+        if c.label is None:
             continue
-        stream = ctx.label_streams.get(label)
+        stream = ctx.label_streams.get(c.label)
         if stream is None:
-            stream = ctx.label_streams[label] = ctx.new_stream()
-            log.debug("stream label %r gets stream %d", label, stream)
-        n.stream_id = stream
+            stream = ctx.label_streams[c.label] = ctx.new_stream()
+            log.debug("stream label %r gets stream %d (engine %s)", c.label, stream, c.engine)
+        c.stream = stream
         count += 1
     return count

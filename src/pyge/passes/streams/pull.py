@@ -1,5 +1,6 @@
-"""Rule 5: a node whose producers and consumers all live on other streams is pulled onto
-a neighbour's stream.
+"""pyge's own last rule (pyge.streamAllocation=nodes): a node whose producers and consumers
+all live on other streams is pulled onto a neighbour's stream. (The default, GE's rules on
+clusters, ends with ineffective.py instead.)
 
 Such a node costs a Send/Recv on each side. Moving it next to a neighbour saves at least one
 pair, but it must not cost concurrency: the node is moved to stream `t` only when every node

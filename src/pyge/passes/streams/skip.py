@@ -1,4 +1,4 @@
-"""Rule 4 (GE's UpdateForSkippedEnginePass): skip-engine nodes take their neighbours' stream.
+"""GE's UpdateForSkippedEnginePass: skip-engine nodes take their neighbours' stream.
 
 A node that does no device work (a view, a shape query, a constant) should not cost a
 Send/Recv of its own. In order of preference it takes
@@ -24,9 +24,12 @@ from .context import StreamContext
 log = logging.getLogger(__name__)
 
 
-def assign_skipped(graph: Graph, ctx: StreamContext) -> int:
-    """Give every unassigned skip node of `graph` a stream; returns how many."""
-    order = graph.topological_sort()
+def assign_skipped(graph: Graph, ctx: StreamContext, order: list[Node] | None = None) -> int:
+    """Give every unassigned skip node of `graph` a stream; returns how many. `order` is a
+    topological order of its nodes, when the caller has one."""
+    if not any(n.stream_id < 0 and kind_of(n) == SKIP for n in graph._nodes):
+        return 0
+    order = order if order is not None else graph.topological_sort()
     todo = [n for n in order if n.stream_id < 0 and kind_of(n) == SKIP]
     later = []
     for n in todo:                      # forward: producers are final before consumers look
