@@ -252,3 +252,26 @@ def test_from_torch_does_not_fold_collectives_of_constants(group):
     g = pyge.from_torch(OfWeight(), (torch.zeros(3),))
     assert [n.op_type for n in g.nodes if n.domain == MS] == ["AllReduce"]
     np.testing.assert_allclose(pyge.compile(g).run({"x": np.zeros(3, np.float32)})["output_0"], np.ones(3))
+
+
+def test_a_collective_inside_an_if_body_is_ordered_with_the_others(group):
+    from onnx import TensorProto, helper
+    vi = helper.make_tensor_value_info
+    then = helper.make_graph([helper.make_node("AllReduce", ["x"], ["t"], name="InnerAllReduce",
+                                               domain=MS)], "then", [], [vi("t", TensorProto.FLOAT, [4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="Neg")], "else", [],
+                              [vi("e", TensorProto.FLOAT, [4])])
+    nodes = [helper.make_node("If", ["c"], ["y"], name="Branch", then_branch=then, else_branch=other),
+             helper.make_node("AllReduce", ["x"], ["z"], name="Outer", domain=MS, _stream_label="own")]
+    g = helper.make_graph(nodes, "if_collective", [vi("c", TensorProto.BOOL, []), vi("x", TensorProto.FLOAT, [4])],
+                          [vi("y", TensorProto.FLOAT, [4]), vi("z", TensorProto.FLOAT, [4])])
+    mp = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    m = pyge.compile(pyge.load_onnx(mp))
+    idx = m.plan.node_index()
+    assert m.plan.meta["collectives"] == sorted([idx["Branch"], idx["Outer"]])
+    assert m.stream_of("Branch") != m.stream_of("Outer")
+    assert any({e.src, e.dst} == {"Branch", "Outer"} for e in m.events)
+    x = np.arange(4, dtype=np.float32)
+    out = m.run({"c": np.array(True), "x": x})
+    np.testing.assert_allclose(out["y"], x)
+    np.testing.assert_allclose(out["z"], x)
