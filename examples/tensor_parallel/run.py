@@ -63,6 +63,8 @@ def main() -> int:
         print(f"  {ar.name} took {1e3 * np.median(prof.durations(ar.name)):.2f} ms, of which "
               f"{1e3 * both:.2f} ms overlapped compute on the other stream (median of 10 runs)")
         print(prof.summary())
+    import torch.distributed as dist
+    dist.destroy_process_group()         # leave no live group behind at exit
     return 0 if err < 1e-4 else 1
 
 

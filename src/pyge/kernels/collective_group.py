@@ -10,6 +10,7 @@ torch.distributed on the *default* process group.
   group's timeout, so that the backend itself also gives up on a lost peer.
 - Without either, compiling (or loading) a model with a collective fails with one line
   saying how to launch.
+- A group pyge made is destroyed at exit (atexit); a caller's group is the caller's.
 
 A collective that fails or times out leaves its group unusable: the ranks no longer agree on
 which collective comes next, and on gloo the lost one is still pending in the group. The
@@ -22,6 +23,7 @@ compiler's collectives pass and the CUDA executor's capture decision ask it too.
 """
 from __future__ import annotations
 
+import atexit
 import datetime
 import logging
 import os
@@ -103,8 +105,21 @@ def _init_from_env(dist, device: Any, timeout_s: float, who: str) -> None:
                                f"MASTER_ADDR={os.environ['MASTER_ADDR']}, MASTER_PORT={os.environ['MASTER_PORT']}) "
                                f"failed: {type(err).__name__}: {text}") from err
     _initialised_by_pyge.add(dist.group.WORLD)
+    atexit.register(_destroy_own_group)
     log.info("initialised a %s process group from the environment: rank %d of %d", backend,
              dist.get_rank(), dist.get_world_size())
+
+
+def _destroy_own_group() -> None:
+    """At exit, destroy the group pyge made (a caller's group is the caller's to destroy).
+    A process that exits with a live gloo group can die in C++ teardown ("terminate called
+    without an active exception"): its threads are still running when static destructors run."""
+    import torch.distributed as dist
+    if dist.is_initialized() and dist.group.WORLD in _initialised_by_pyge:
+        try:
+            dist.destroy_process_group()
+        except Exception as err:  # noqa: BLE001 - exiting anyway; say why the group stayed
+            log.warning("destroying the process group at exit failed: %s", err)
 
 
 def _pick_local_gpu(device: Any) -> None:
