@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything a session with a GPU should run, in one call to the device tool, within about
 # 10 minutes: the gpu-marked tests (PyTorch's CUDA sanitizer over multi-stream runs among
-# them), the correctness + latency check (issue #5) and the policy benchmark against torch
-# (issue #8). Figures land in $OUT (default ./out).
+# them), the correctness + latency check (issue #5), the policy benchmark against torch
+# (issue #8) and the collectives benchmark on 2 ranks (issue #23). Figures land in $OUT
+# (default ./out).
 #
 #   run(command="bash benchmarks/gpu_session.sh", timeout_s=600)
 #
@@ -10,8 +11,9 @@
 # source tree (no install needed).
 # The device tool brings back at most 8 files from $OUT, so each step's files are packed
 # as soon as it ends: session.txt (versions, and every step's whole output), gpu_check.{txt,json},
-# gpu_bench.{txt,json} and gpu_bench_extra.tar.gz (plot, tuned policy files). A step
-# stopped by its timeout leaves its *.partial.json instead of the final json.
+# gpu_bench.{txt,json}, bench_collectives.txt and gpu_bench_extra.tar.gz (plot, tuned policy
+# files, the collectives' json and trace). A step stopped by its timeout leaves its
+# *.partial.json instead of the final json.
 # A dry run of the same steps on a CPU (about 30 s):
 #   PATH=.venv/bin:$PATH PYGE_SESSION_ARGS="--device cpu --quick" OUT=/tmp/out bash benchmarks/gpu_session.sh
 set -uo pipefail
@@ -24,7 +26,7 @@ failed=""        # the steps that exited non-zero: the script's own status says 
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | tee "$LOG"
 if python3 -c "import pytest" 2>/dev/null; then
   timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/executors/test_cuda.py tests/profiling/test_cuda_profile.py \
-    tests/kernels/test_quant.py tests/kernels/test_attention.py 2>&1 | tee -a "$LOG" | tail -30 || failed+=" tests"
+    tests/kernels/test_quant.py tests/kernels/test_attention.py tests/distributed/test_collectives_gpu.py 2>&1 | tee -a "$LOG" | tail -30 || failed+=" tests"
 else
   echo "pytest is not installed on this machine: gpu-marked tests not run" | tee -a "$LOG"
 fi
@@ -40,6 +42,9 @@ timeout 140 python3 benchmarks/gpu_check.py --budget 110 --out "$OUT/check" ${PY
 keep "$OUT/check" gpu_check
 timeout 300 python3 benchmarks/gpu_bench.py --budget-s 270 --out "$OUT/bench" ${PYGE_SESSION_ARGS:-} 2>&1 | tee -a "$LOG" | tail -40 || failed+=" gpu_bench"
 keep "$OUT/bench" gpu_bench
+# collectives (issue 23): the tensor-parallel block on 2 ranks (torchrun), default plan vs single stream
+timeout 75 python3 benchmarks/bench_collectives.py --rounds 10 --out "$OUT/bench" ${PYGE_SESSION_ARGS:-} 2>&1 | tee -a "$LOG" | tail -8 || failed+=" bench_collectives"
+[ -f "$OUT/bench/bench_collectives.txt" ] && mv "$OUT/bench/bench_collectives.txt" "$OUT/"
 if [ -n "$(ls -A "$OUT/bench" "$OUT/check" 2>/dev/null)" ]; then
   tar -czf "$OUT/gpu_bench_extra.tar.gz" -C "$OUT" bench check
 fi

@@ -29,9 +29,10 @@ if not any(k in _os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_
     _os.environ["KMP_BLOCKTIME"] = "1"
 
 # The error family is plain Python: imported at once, so `except pyge.PygeError` costs nothing.
-from .errors import (CustomPassError, DumpError, ExecutionError, GraphCycleError, GraphError,  # noqa: E402
-                     InputError, ModelFileError, ModelLoadError, OptionError, PassError, PlanError,
-                     PluginError, PygeError, UnsupportedOperatorError, VerificationError)
+from .errors import (CustomPassError, DistributedError, DumpError, ExecutionError,  # noqa: E402
+                     GraphCycleError, GraphError, InputError, ModelFileError, ModelLoadError,
+                     OptionError, PassError, PlanError, PluginError, PygeError,
+                     UnsupportedOperatorError, VerificationError)
 
 __version__ = "0.1.0"
 
@@ -68,7 +69,7 @@ __all__ = [
     "compile", "load_onnx", "Graph", "GraphBuilder", "Node", "Value", "format_graph", "CompiledModel",
     "PygeError", "ModelLoadError", "GraphError", "GraphCycleError", "UnsupportedOperatorError",
     "OptionError", "PassError", "CustomPassError", "PluginError", "PlanError", "VerificationError",
-    "InputError", "ExecutionError", "ModelFileError", "DumpError",
+    "InputError", "ExecutionError", "ModelFileError", "DumpError", "DistributedError",
     "register_custom_pass", "custom_stream_pass", "unregister_custom_pass", "clear_custom_passes",
     "custom_passes_scope", "StreamPassContext", "GRAPH_SUCCESS", "GRAPH_FAILED", "GRAPH_PARAM_INVALID",
     "register_engine", "examples",

@@ -3,6 +3,8 @@
      1 clone             work on a copy: a failed compile leaves the user's graph untouched
      2 check_ops         every op has a kernel (UnsupportedOperatorError lists them all)
      3 infer_types       ONNX type/shape inference on the copy
+    3a collectives       (com.microsoft AllReduce/AllGather/AllToAll) the process group,
+                         checks against it, their output types, pyge.collectiveTimeout
      4 fold_constants    (ge.exec.enableFusion) constant subgraphs become initializers
      5 fuse_conv_bn      (ge.exec.enableFusion) per-channel affine chains (BatchNormalization,
                          Mul/Add/Sub/Div by constants) folded into their Conv, then
@@ -16,6 +18,7 @@
                          then the user's; afterwards control-flow bodies follow their node
     10 renumber_streams  used ids -> 0..N-1
     11 build_plan        per-stream launch lists
+   11a order_collectives one issue order of the collectives on every rank (control edges)
     12 insert_events     minimal Send/Recv pairs
     13 assign_event_ids  reuse physical event ids
     14 plan_memory       stream-aware buffer reuse and release points
@@ -60,6 +63,11 @@ def _check_ops(st: CompileState) -> None:
 def _infer(st: CompileState) -> None:
     from .frontends.onnx_loader import refine_types
     refine_types(st.graph)
+
+
+def _collectives(st: CompileState) -> None:
+    from .passes.collectives import prepare_collectives
+    prepare_collectives(st.graph, st.device, st.options["pyge.collectiveTimeout"])
 
 
 def _fold(st: CompileState) -> None:
@@ -122,6 +130,11 @@ def _build(st: CompileState) -> None:
     st.plan = build_plan(st.graph, st.num_streams, st.custom_streams, st.options.as_dict())
 
 
+def _order_collectives(st: CompileState) -> None:
+    from .passes.collectives import order_collectives
+    order_collectives(st.plan, st.graph)
+
+
 def _events(st: CompileState) -> None:
     from .passes.events import insert_events
     insert_events(st.plan)
@@ -147,6 +160,7 @@ PIPELINE = [
     Pass("clone", _clone, ensures=("owned", "sorted")),
     Pass("check_ops", _check_ops, requires=("owned",), ensures=("supported",)),
     Pass("infer_types", _infer, requires=("owned",), ensures=("typed",), dump_stage="InferShapes"),
+    Pass("collectives", _collectives, requires=("typed",), ensures=("collectives",)),
     Pass("fold_constants", _fold, requires=("typed",), ensures=("folded",), dump_stage="FoldConstants"),
     Pass("fuse_conv_bn", _fuse, requires=("folded",), ensures=("fused",), dump_stage="FuseConvBN"),
     Pass("assign_engines", _engines, requires=("fused",), ensures=("engines",)),
@@ -157,6 +171,7 @@ PIPELINE = [
     Pass("renumber_streams", _renumber, requires=("custom",), ensures=("dense_streams",),
          dump_stage="RenumberStreams"),
     Pass("build_plan", _build, requires=("dense_streams",), ensures=("plan",)),
+    Pass("order_collectives", _order_collectives, requires=("plan",), ensures=("collectives_ordered",)),
     Pass("insert_events", _events, requires=("plan",), ensures=("events",)),
     Pass("assign_event_ids", _event_ids, requires=("events",), ensures=("event_ids",)),
     Pass("plan_memory", _memory, requires=("event_ids",), ensures=("memory",)),

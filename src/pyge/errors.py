@@ -88,6 +88,11 @@ class ExecutionError(PygeError):
         super().__init__(f"while executing {node_desc}: {type(cause).__name__}: {msg}")
 
 
+class DistributedError(PygeError):
+    """A model's collectives have no usable torch.distributed process group, or their
+    attributes do not fit the group (group_size is not its size)."""
+
+
 class ModelFileError(PygeError):
     """An offline model (.pgm) is corrupt, truncated, or of a newer version."""
 

@@ -51,6 +51,15 @@ def _seconds(key: str, v: str, hi: float = 86400.0) -> float:
     return x
 
 
+def _positive_seconds(key: str, v: str, hi: float = 86400.0) -> float:
+    """Seconds, more than 0: a limit that must exist (a collective may not wait forever)."""
+    x = _seconds(key, v, hi)
+    if x <= 0.0:
+        raise OptionError(f"option {key}={v!r} is out of range; accepted values: a number of "
+                          f"seconds above 0, up to {hi:g}")
+    return x
+
+
 def _parallel_num(key: str, v: str) -> dict[str, int]:
     """`N` (every engine) or `ENGINE:N,ENGINE:N`."""
     s = str(v).strip()
@@ -132,6 +141,8 @@ _SPEC: dict[str, tuple[Any, str, str]] = {
     "pyge.memoryReuse": (_bool, "true", "reuse intermediate buffers (stream-aware)"),
     "pyge.customPassTimeout": (_seconds, "120",
                                "seconds one custom stream pass call may take before compilation fails (0 = no limit)"),
+    "pyge.collectiveTimeout": (_positive_seconds, "60",
+                               "seconds a collective (AllReduce, AllGather, AllToAll) may wait for the other ranks"),
 }
 
 

@@ -3,9 +3,9 @@
 The stream passes decide streams inside pyge.compile. Tests and benchmarks also need plans
 with assignments of their own (random, one stream per branch): they compile once
 single-stream (type inference, constant folding, fusion) and re-plan the compiled graph
-with `replan`, which runs the back half of the compiler (plan, events, event ids, memory
-plan, verify) on a copy. A policy file (`pyge.policyFile`) is the user-facing way to the
-same end.
+with `replan`, which runs the back half of the compiler (plan, collective order, events,
+event ids, memory plan, verify) on a copy. A policy file (`pyge.policyFile`) is the
+user-facing way to the same end.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .ir.clone import clone_graph
 from .ir.graph import Graph
 from .model import CompiledModel
 from .options import parse_options
+from .passes.collectives import order_collectives
 from .passes.event_ids import assign_event_ids
 from .passes.events import insert_events
 from .passes.memory import plan_memory
@@ -37,6 +38,7 @@ def replan(model: CompiledModel, assign: Assignment, device: str = "cpu",
     for n in g.nodes:
         n.stream_id = dense[streams.get(n.name, 0)]
     plan = build_plan(g, len(used), [], opts.as_dict())
+    order_collectives(plan, g)
     insert_events(plan)
     assign_event_ids(plan, opts["pyge.maxEventNum"])
     plan_memory(plan, opts)

@@ -69,7 +69,20 @@ def graph_blocker(plan: Plan, enabled: bool = True) -> str | None:
     for n in plan.nodes:
         if n.op_type in HOST_OPS:
             return f"node {n.name!r} ({n.op_type}) runs host-side logic"
-    return None
+    return _collective_blocker(plan)
+
+
+def _collective_blocker(plan: Plan) -> str | None:
+    """Collectives are captured where their backend allows it, as torch decides
+    (kernels/collective_group.capture_blocker: NCCL from 2.9.6 on; host backends never)."""
+    from ..plan.collectives import plan_collectives
+    held = plan_collectives(plan)
+    if not held:
+        return None
+    from ..kernels.collective_group import cuda_capture_blocker
+    why = cuda_capture_blocker()
+    first = plan.nodes[held[0]]
+    return f"node {first.name!r} ({first.op_type}): {why}" if why else None
 
 
 def record_use(x: Any, stream: "torch.cuda.Stream") -> None:

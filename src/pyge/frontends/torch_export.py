@@ -313,6 +313,8 @@ class _Converter:
             return False
         if torch.Tag.nondeterministic_seeded in target.tags:  # rand & co: fresh values each run
             return False
+        if target.namespace == "_c10d_functional":  # collectives: every rank must run them
+            return False
         vals = [v for v in _flat(args + list(kwargs.values())) if isinstance(v, Value)]
         meta = node.meta.get("val")
         if any(v.const is None for v in vals) or not isinstance(meta, torch.Tensor):

@@ -461,4 +461,4 @@ def _var(cx, a):
     return cx.out("Div", [ss, cx.scalar(max(n - corr, 0), x.dtype)])
 
 
-from . import torch_ops_nn, torch_ops_shape  # noqa: E402,F401 - they add to OPS
+from . import torch_ops_dist, torch_ops_nn, torch_ops_shape  # noqa: E402,F401 - they add to OPS

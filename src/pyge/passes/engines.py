@@ -41,7 +41,8 @@ _SKIP_OPS = ("Constant", "Shape", "Size", "Identity", "Reshape", "Squeeze", "Uns
 # Host<->device copies (ONNX Runtime's names) and collectives (GE's HCCL names and generic ones).
 _INDEPENDENT_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyAsync",
                     "HcomAllReduce", "HcomAllGather", "HcomBroadcast", "HcomReduceScatter",
-                    "HcomSend", "HcomReceive", "AllReduce", "AllGather", "ReduceScatter", "Broadcast")
+                    "HcomSend", "HcomReceive", "AllReduce", "AllGather", "ReduceScatter", "Broadcast",
+                    "AllToAll")
 # Ops that run on the host even inside a device model: control flow (the condition or trip
 # count is read on the host), sequences, optionals and strings.
 _ATTACH_OPS = ("If", "Loop", "Scan",

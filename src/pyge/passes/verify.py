@@ -11,7 +11,8 @@ Checks, in order (the first failure raises VerificationError naming the culprit)
      source stream, its WAIT precedes its destination node;
   5. physical ids: replaying the host enqueue order, every WAIT binds to the RECORD of its
      own logical event (no reuse of an id while an earlier user still waits);
-  6. memory (verify_memory.py): buffer reuse and release points (write-after-read).
+  6. memory (verify_memory.py): buffer reuse and release points (write-after-read);
+  7. collectives (verify_collectives.py): totally ordered, so every rank issues them alike.
 Near-linear: O(steps x streams) for the clocks, O(1) per dependency afterwards.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from ..errors import VerificationError
 from ..plan.order import host_order
 from ..plan.plan import LAUNCH, RECORD, WAIT, Plan
+from .verify_collectives import check_collective_order
 from .verify_hb import PlanClocks
 from .verify_memory import check_buffers, check_releases
 
@@ -32,6 +34,7 @@ def verify_plan(plan: Plan) -> PlanClocks:
     _check_physical_ids(plan)
     check_buffers(plan, clocks)
     check_releases(plan, clocks)
+    check_collective_order(plan, clocks)
     return clocks
 
 
