@@ -33,10 +33,10 @@ import argparse
 import random
 import time
 
-from pyge.passes.event_ids import assign_event_ids
-from pyge.passes.events import insert_events
-from pyge.passes.events_random import fixed_streams_pass, random_spec, spec_to_graph, spec_to_plan
-from pyge.passes.verify import verify_plan
+from pyge.passes.sync.event_ids import assign_event_ids
+from pyge.passes.sync.events import insert_events
+from pyge.testing.random_dags import fixed_streams_pass, random_spec, spec_to_graph, spec_to_plan
+from pyge.passes.verify.checks import verify_plan
 from pyge.plan.plan import value_nbytes
 
 SHORT = {"clone": "clone", "check_ops": "check", "infer_types": "infer", "fold_constants": "fold",
@@ -67,7 +67,7 @@ def run_events(n: int, streams: int, seed: int = 0) -> dict:
 
 
 def run_memory(r: dict) -> dict:
-    from pyge.passes.memory import plan_memory
+    from pyge.passes.memory.planner import plan_memory
     plan, spec = r["plan"], r["spec"]
     read = {p for ps in spec.preds for p in ps}
     for v in plan.values:
@@ -155,7 +155,7 @@ def main() -> None:
                     help="memory.SLACK = 0: add memory events past 1.15x however few bytes")
     args = ap.parse_args()
     if args.force_memory_events:
-        from pyge.passes import memory
+        from pyge.passes.memory import planner as memory
         memory.SLACK = 0
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     if not args.skip_passes:

@@ -57,7 +57,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "GRAPH_SUCCESS": (".passes.custom", "GRAPH_SUCCESS"),
     "GRAPH_FAILED": (".passes.custom", "GRAPH_FAILED"),
     "GRAPH_PARAM_INVALID": (".passes.custom", "GRAPH_PARAM_INVALID"),
-    "register_engine": (".passes.engines", "register_engine"),
+    "register_engine": (".passes.graph.engines", "register_engine"),
     "examples": (".examples", None),
     "Session": (".session", "Session"),
     "SessionError": (".session", "SessionError"),

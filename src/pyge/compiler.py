@@ -66,22 +66,22 @@ def _infer(st: CompileState) -> None:
 
 
 def _collectives(st: CompileState) -> None:
-    from .passes.collectives import prepare_collectives
+    from .passes.graph.collectives import prepare_collectives
     prepare_collectives(st.graph, st.device, st.options["pyge.collectiveTimeout"])
 
 
 def _fold(st: CompileState) -> None:
     if st.options["ge.exec.enableFusion"]:
-        from .passes.fold_constants import fold_constants
+        from .passes.graph.fold_constants import fold_constants
         fold_constants(st.graph)
 
 
 def _fuse(st: CompileState) -> None:
     if st.options["ge.exec.enableFusion"]:
-        from .passes.fuse_affine import fuse_affine
-        from .passes.fuse_conv_act import fuse_conv_act
-        from .passes.fuse_conv_bn import fuse_conv_bn
-        from .passes.fuse_shuffle import fuse_channel_shuffle
+        from .passes.graph.fuse_affine import fuse_affine
+        from .passes.graph.fuse_conv_act import fuse_conv_act
+        from .passes.graph.fuse_conv_bn import fuse_conv_bn
+        from .passes.graph.fuse_shuffle import fuse_channel_shuffle
         fuse_conv_bn(st.graph)
         fuse_conv_act(st.graph)
         fuse_affine(st.graph)
@@ -89,7 +89,7 @@ def _fuse(st: CompileState) -> None:
 
 
 def _engines(st: CompileState) -> None:
-    from .passes.engines import assign_engines
+    from .passes.graph.engines import assign_engines
     assign_engines(st.graph)
 
 
@@ -121,7 +121,7 @@ def _custom(st: CompileState) -> None:
 
 
 def _renumber(st: CompileState) -> None:
-    from .passes.renumber import renumber_streams
+    from .passes.streams.renumber import renumber_streams
     st.num_streams, st.custom_streams = renumber_streams(st.graph, st.custom_ids)
 
 
@@ -131,28 +131,28 @@ def _build(st: CompileState) -> None:
 
 
 def _order_collectives(st: CompileState) -> None:
-    from .passes.collectives import order_collectives
+    from .passes.graph.collectives import order_collectives
     order_collectives(st.plan, st.graph)
 
 
 def _events(st: CompileState) -> None:
-    from .passes.events import insert_events
+    from .passes.sync.events import insert_events
     insert_events(st.plan)
 
 
 def _event_ids(st: CompileState) -> None:
-    from .passes.event_ids import assign_event_ids
+    from .passes.sync.event_ids import assign_event_ids
     assign_event_ids(st.plan, st.options["pyge.maxEventNum"])
 
 
 def _memory(st: CompileState) -> None:
-    from .passes.memory import plan_memory
+    from .passes.memory.planner import plan_memory
     plan_memory(st.plan, st.options)
 
 
 def _verify(st: CompileState) -> None:
     if st.options["pyge.verify"]:
-        from .passes.verify import verify_plan
+        from .passes.verify.checks import verify_plan
         verify_plan(st.plan)
 
 

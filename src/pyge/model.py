@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from .errors import InputError, PygeError
 from .ir.graph import OPTIONAL, SEQUENCE, Graph
 from .options import Options
-from .passes.fusion import ORIGINAL_NAMES
+from .passes.graph._match import ORIGINAL_NAMES
 from .plan.plan import Event, MemoryPlan, Plan
 
 # Graph metadata key that pyge.from_torch(..., return_torch=True) writes: it travels with the
@@ -209,7 +209,7 @@ class CompiledModel:
 
     def verify(self) -> None:
         """Raise VerificationError if a dependency or buffer reuse is unordered across streams."""
-        from .passes.verify import verify_plan
+        from .passes.verify.checks import verify_plan
         verify_plan(self.plan)
 
     def save(self, path) -> None:

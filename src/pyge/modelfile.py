@@ -16,7 +16,7 @@ Loading is safe on an untrusted file: JSON and protobuf only (no pickle, no code
 checksum checked before anything is parsed, external-data tensors refused (they would make the
 loader read other files), and every index in the plan range-checked, so a crafted file fails
 with ModelFileError rather than IndexError deep inside an executor, and the plan is
-verified (pyge.passes.verify) so that one that would deadlock or race is refused too.
+verified (pyge.passes.verify.checks) so that one that would deadlock or race is refused too.
 """
 from __future__ import annotations
 
@@ -355,7 +355,7 @@ def _check_plan(plan: Plan, graph) -> None:
     _check_against_graph(plan, graph)
     # Indices are sound; now the ordering: no deadlock, every dependency and buffer reuse
     # ordered across streams. A crafted plan that would race or hang fails here, not at run time.
-    from .passes.verify import verify_plan
+    from .passes.verify.checks import verify_plan
     verify_plan(plan)
 
 

@@ -15,11 +15,11 @@ from .ir.clone import clone_graph
 from .ir.graph import Graph
 from .model import CompiledModel
 from .options import parse_options
-from .passes.collectives import order_collectives
-from .passes.event_ids import assign_event_ids
-from .passes.events import insert_events
-from .passes.memory import plan_memory
-from .passes.verify import verify_plan
+from .passes.graph.collectives import order_collectives
+from .passes.sync.event_ids import assign_event_ids
+from .passes.sync.events import insert_events
+from .passes.memory.planner import plan_memory
+from .passes.verify.checks import verify_plan
 from .plan.build import build_plan
 
 Assignment = Callable[[Graph], Mapping[str, int]] | Mapping[str, int]

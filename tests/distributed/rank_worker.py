@@ -158,7 +158,7 @@ def order():
     ok_runs = sum(max_err(model.run({"x": x}), want) < 1e-4 for _ in range(5))
     edge = [str(e) for e in model.events if {e.src, e.dst} == {"A", "B"}]
     # The same plan without the order (and without the verifier, which would refuse it).
-    import pyge.passes.collectives as pc
+    import pyge.passes.graph.collectives as pc
     saved, pc.order_collectives = pc.order_collectives, lambda plan, graph: 0
     try:
         loose = pyge.compile(_order_graph(RANK), options={"pyge.verify": "false"})

@@ -171,7 +171,7 @@ def test_a_custom_stream_pass_cannot_unorder_collectives(group, no_custom_passes
 
 
 def test_verify_refuses_unordered_collectives(group, monkeypatch):
-    import pyge.passes.collectives as pc
+    import pyge.passes.graph.collectives as pc
     monkeypatch.setattr(pc, "order_collectives", lambda plan, graph: 0)
     m = pyge.compile(_two_collectives(), options={"pyge.verify": "false"})
     with pytest.raises(pyge.VerificationError, match="collectives 'A' .* and 'B' .* are not ordered"):
@@ -186,7 +186,7 @@ def test_verify_refuses_a_corrupt_collective_list(group):
 
 
 def test_verify_recognises_collectives_by_op_type_alone(group, monkeypatch):
-    import pyge.passes.collectives as pc
+    import pyge.passes.graph.collectives as pc
     m = pyge.compile(_two_collectives())
     m.plan.meta.pop("collectives")
     m.verify()

@@ -9,7 +9,7 @@ from pyge import GRAPH_FAILED, GRAPH_SUCCESS
 from pyge.frontends.onnx_loader import refine_types
 from pyge.ir.clone import clone_graph
 from pyge.passes.custom import (AFTER_STAGE, BEFORE_STAGE, registered_passes, run_stream_passes)
-from pyge.passes.engines import assign_engines
+from pyge.passes.graph.engines import assign_engines
 from pyge.passes.streams import allocate_streams
 
 

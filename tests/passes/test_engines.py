@@ -5,8 +5,8 @@ import pytest
 
 import pyge
 from pyge.ir.clone import clone_graph
-from pyge.passes import engines
-from pyge.passes.engines import (ATTACH, COMPUTE, INDEPENDENT, SKIP, assign_engines, engine_of,
+from pyge.passes.graph import engines
+from pyge.passes.graph.engines import (ATTACH, COMPUTE, INDEPENDENT, SKIP, assign_engines, engine_of,
                                  kind_of, register_engine, reset_engines)
 from pyge.passes.streams import allocate_streams
 

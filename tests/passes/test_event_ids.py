@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyge.errors import PlanError, VerificationError
-from pyge.passes.event_ids import assign_event_ids, colour_intervals, event_lifetimes
-from pyge.passes.events import insert_events
-from pyge.passes.events_random import DagSpec, random_spec, spec_to_plan
-from pyge.passes.verify import verify_plan
+from pyge.passes.sync.event_ids import assign_event_ids, colour_intervals, event_lifetimes
+from pyge.passes.sync.events import insert_events
+from pyge.testing.random_dags import DagSpec, random_spec, spec_to_plan
+from pyge.passes.verify.checks import verify_plan
 from pyge.plan.order import host_order, merged_order
 from pyge.plan.plan import RECORD, WAIT, Event, Step
 
@@ -91,7 +91,7 @@ def test_a_cap_is_met_by_adding_order_and_stays_verified(seed, streams, cap):
 def test_a_cap_that_cannot_be_met_says_why_and_changes_nothing(monkeypatch):
     """(No plan is known where cap >= 1 cannot be met; the failure path is checked with the
     repair moves switched off, so that only the host order's holding back can help.)"""
-    from pyge.passes import event_cap
+    from pyge.passes.sync import event_cap
     monkeypatch.setattr(event_cap, "_delay_one", lambda plan, spans, alive: False)
     plan = spec_to_plan(random_spec(random.Random(5), 60, 4))
     insert_events(plan)

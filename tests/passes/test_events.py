@@ -8,9 +8,9 @@ from onnx import helper as h
 
 import pyge
 from pyge.errors import PlanError
-from pyge.passes.event_ids import assign_event_ids
-from pyge.passes.events import insert_events, minimal_sync_edges
-from pyge.passes.verify import verify_plan
+from pyge.passes.sync.event_ids import assign_event_ids
+from pyge.passes.sync.events import insert_events, minimal_sync_edges
+from pyge.passes.verify.checks import verify_plan
 from pyge.plan.build import build_plan
 from pyge.plan.plan import LAUNCH, RECORD, WAIT, Step
 
@@ -158,7 +158,7 @@ def test_compiled_model_exposes_events_and_streams():
 
 def _built(streams):
     from pyge.frontends.onnx_loader import refine_types
-    from pyge.plan.built_graph import built_graph_model
+    from pyge.dumps.built_graph import built_graph_model
     b = pyge.GraphBuilder("demo")
     x = b.input("input", "float32", (2, 3))
     b.output(b.op("Add", [b.op("Abs", [x], name="Abs_1"), b.op("Relu", [x], name="Relu_1")],

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 import pyge
 from pyge.errors import VerificationError
-from pyge.passes.event_ids import assign_event_ids
-from pyge.passes.events import insert_events
-from pyge.passes.events_random import dags, fixed_streams_pass, spec_to_graph, spec_to_plan
-from pyge.passes.verify import verify_plan
+from pyge.passes.sync.event_ids import assign_event_ids
+from pyge.passes.sync.events import insert_events
+from pyge.testing.random_dags import dags, fixed_streams_pass, spec_to_graph, spec_to_plan
+from pyge.passes.verify.checks import verify_plan
 from pyge.plan.build import build_plan
 from pyge.plan.plan import LAUNCH
 
@@ -121,7 +121,7 @@ def test_removing_any_event_breaks_verification(spec, data):
 
 def test_removing_each_event_of_one_plan_breaks_verification():
     import random
-    from pyge.passes.events_random import random_spec
+    from pyge.testing.random_dags import random_spec
     spec = random_spec(random.Random(5), 60, 4, control_prob=0.2)
     n = len(compiled(spec).events)
     assert n > 10
@@ -150,7 +150,7 @@ def test_no_smaller_event_set_exists(spec):
 @given(dags(max_nodes=10, max_streams=3))
 def test_graph_plan_runs_like_one_stream_and_survives_memory_planning(spec):
     from pyge.executors.sequential import SequentialExecutor
-    from pyge.passes.memory import plan_memory
+    from pyge.passes.memory.planner import plan_memory
     g = spec_to_graph(spec)
     plan = build_plan(g, spec.num_streams)
     insert_events(plan)

@@ -13,14 +13,14 @@ from hypothesis import strategies as st
 
 import pyge
 from pyge.plan.plan import LAUNCH, RECORD, WAIT
-from pyge.passes import memory as memory_mod
-from pyge.passes.event_ids import assign_event_ids
-from pyge.passes.events import insert_events
-from pyge.passes.events_random import dags, spec_to_plan
-from pyge.passes.memory import RATIO, is_planned, plan_memory, value_readers
-from pyge.passes.memory_check import memory_problems
-from pyge.passes.memory_order import HappensBefore
-from pyge.passes.verify import verify_plan
+from pyge.passes.memory import planner as memory_mod
+from pyge.passes.sync.event_ids import assign_event_ids
+from pyge.passes.sync.events import insert_events
+from pyge.testing.random_dags import dags, spec_to_plan
+from pyge.passes.memory.planner import RATIO, is_planned, plan_memory, value_readers
+from pyge.testing.memory_check import memory_problems
+from pyge.analysis.happens_before import HappensBefore
+from pyge.passes.verify.checks import verify_plan
 from pyge.testing import LIGHT_MODELS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -209,7 +209,7 @@ def resnet50_unfused():
     (fuse_conv_bn off, constant folding on). With the projection shortcut on its own stream
     its Conv and BN outputs and the main branch's last Conv and BN outputs (3.2 MB each) are
     pairwise unordered: 1.42x the single-stream arena unless the planner orders them."""
-    from pyge.passes import fuse_conv_bn
+    from pyge.passes.graph import fuse_conv_bn
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fuse_conv_bn, "fuse_conv_bn", lambda graph: 0)
         return light_model("resnet50")
@@ -240,7 +240,7 @@ def test_resnet50_projection_shortcut_gets_a_memory_event():
 def test_memory_events_give_way_to_ge_max_event_num(monkeypatch):
     """If the extra events do not fit ge.maxEventNum, the layout without them is kept."""
     from pyge.errors import PlanError
-    from pyge.passes import event_ids
+    from pyge.passes.sync import event_ids
     real = event_ids.assign_event_ids
 
     def strict(plan, cap):
@@ -356,7 +356,7 @@ def test_release_points_are_the_earliest_safe_nodes(seed, nodes, k):
 def test_added_edges_update_clocks_like_a_rebuild(spec, data):
     """hb.add_edges (used by the by-size packer) gives the clocks of a plan rebuilt with
     those memory events in its steps; add_edge + refresh in order (the block packer) too."""
-    from pyge.passes.memory_events import add_memory_events
+    from pyge.passes.memory.events import add_memory_events
     plan = spec_to_plan(spec)
     insert_events(plan)
     assign_event_ids(plan, 1 << 20)

@@ -15,7 +15,7 @@ import pyge
 from pyge.frontends.onnx_loader import refine_types
 from pyge.ir.clone import clone_graph
 from pyge.passes.custom import run_stream_passes
-from pyge.passes.engines import assign_engines
+from pyge.passes.graph.engines import assign_engines
 from pyge.passes.streams import allocate_streams, follow_parents
 from pyge.passes.streams.cost import LAUNCH_S, flops, node_cost
 from pyge.passes.streams.dag_cover import max_matching, path_cover, residual_dag

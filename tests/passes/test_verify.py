@@ -5,10 +5,10 @@ import pytest
 
 import pyge
 from pyge.errors import VerificationError
-from pyge.passes.event_ids import assign_event_ids
-from pyge.passes.events import insert_events
-from pyge.passes.events_random import DagSpec, spec_to_plan
-from pyge.passes.verify import verify_plan
+from pyge.passes.sync.event_ids import assign_event_ids
+from pyge.passes.sync.events import insert_events
+from pyge.testing.random_dags import DagSpec, spec_to_plan
+from pyge.passes.verify.checks import verify_plan
 from pyge.plan.plan import LAUNCH, RECORD, WAIT, Event, PlanValue, Step
 
 

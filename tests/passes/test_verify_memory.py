@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyge.errors import VerificationError
-from pyge.passes.event_ids import assign_event_ids
-from pyge.passes.events import insert_events
-from pyge.passes.events_random import DagSpec, random_spec, spec_to_plan
-from pyge.passes.verify import verify_plan
-from pyge.passes.verify_hb import PlanClocks
+from pyge.passes.sync.event_ids import assign_event_ids
+from pyge.passes.sync.events import insert_events
+from pyge.testing.random_dags import DagSpec, random_spec, spec_to_plan
+from pyge.passes.verify.checks import verify_plan
+from pyge.passes.verify.clocks import PlanClocks
 from pyge.plan.plan import Buffer, MemoryPlan
 
 

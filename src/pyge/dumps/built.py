@@ -9,7 +9,7 @@ both with `event_id` (the physical id executors use), `stream_id`, and GE's
 merged order of the streams' steps, so the file is topologically sorted and every Send comes
 before its Recv; Netron draws P -> Send -> Recv.
 
-When `pyge.plan.built_graph.built_graph_nodes` (the events pass's own view) is importable, its
+When `pyge.dumps.built_graph.built_graph_nodes` (the events pass's own view) is importable, its
 order and its Send/Recv nodes are used, with our annotated operator protos (engine, subgraphs)
 put in place of its operator nodes; the materialisation below is the fallback.
 """
@@ -113,7 +113,7 @@ def own_built_nodes(graph: Graph, plan: Plan, op_protos: dict[str, onnx.NodeProt
 
 def _theirs():
     try:
-        from ..plan.built_graph import built_graph_nodes
+        from ..dumps.built_graph import built_graph_nodes
     except ImportError:
         return None
     return built_graph_nodes

@@ -24,7 +24,7 @@ from typing import Callable
 
 from ...errors import OptionError
 from ...ir.graph import Graph, Node
-from ..engines import INDEPENDENT, kind_of
+from ..graph.engines import INDEPENDENT, kind_of
 from ..streams._graph import EffectivePreds, is_transparent, label_of
 from ..streams.context import StreamContext
 from ..streams.cost import EVENT_S, node_cost

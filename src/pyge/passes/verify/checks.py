@@ -17,12 +17,12 @@ Near-linear: O(steps x streams) for the clocks, O(1) per dependency afterwards.
 """
 from __future__ import annotations
 
-from ..errors import VerificationError
-from ..plan.order import host_order
-from ..plan.plan import LAUNCH, RECORD, WAIT, Plan
-from .verify_collectives import check_collective_order
-from .verify_hb import PlanClocks
-from .verify_memory import check_buffers, check_releases
+from ...errors import VerificationError
+from ...plan.order import host_order
+from ...plan.plan import LAUNCH, RECORD, WAIT, Plan
+from .collectives import check_collective_order
+from .clocks import PlanClocks
+from .memory import check_buffers, check_releases
 
 
 def verify_plan(plan: Plan) -> PlanClocks:

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from ..errors import VerificationError
-from ..plan.plan import Plan
-from .verify_hb import PlanClocks
+from ...errors import VerificationError
+from ...plan.plan import Plan
+from .clocks import PlanClocks
 
 
 def _readers(plan: Plan) -> list[list[int]]:

@@ -26,9 +26,9 @@ graph for a fixed number of streams, no all-pairs closure.
 """
 from __future__ import annotations
 
-from ..errors import PlanError
-from ..plan.plan import LAUNCH, RECORD, WAIT, Event, Plan, Step
-from .happens_before import StreamLayout, dependency_preds, topological_order
+from ...errors import PlanError
+from ...plan.plan import LAUNCH, RECORD, WAIT, Event, Plan, Step
+from .dependencies import StreamLayout, dependency_preds, topological_order
 
 
 def minimal_sync_edges(plan: Plan) -> list[tuple[int, int, str]]:

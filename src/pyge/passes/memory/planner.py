@@ -51,13 +51,13 @@ import gc
 import logging
 from bisect import bisect_right
 
-from ..errors import PlanError
-from ..options import parse_options
-from ..plan.plan import Buffer, MemoryPlan, Plan, PlanValue
-from .memory_blocks import pack_blocks
-from .memory_events import add_memory_events, strip_memory_events
-from .memory_order import HappensBefore
-from .memory_pack import (BY_SIZE_LIMIT, Item, live_lower_bound, make_items, pack_by_size,
+from ...errors import PlanError
+from ...options import parse_options
+from ...plan.plan import Buffer, MemoryPlan, Plan, PlanValue
+from .blocks import pack_blocks
+from .events import add_memory_events, strip_memory_events
+from ...analysis.happens_before import HappensBefore
+from .pack import (BY_SIZE_LIMIT, Item, live_lower_bound, make_items, pack_by_size,
                           pack_no_reuse)
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def _plan_memory(plan: Plan, options) -> MemoryPlan:
     reuse = bool(opts["pyge.memoryReuse"])
     cap = opts["pyge.maxEventNum"]          # 0: no cap (the default, as in GE)
     if strip_memory_events(plan):            # planning twice gives the same plan
-        from .event_ids import assign_event_ids
+        from ..sync.event_ids import assign_event_ids
         assign_event_ids(plan, cap)
     hb = HappensBefore(plan)
     readers = value_readers(plan)
@@ -179,7 +179,7 @@ def _maybe_order(plan: Plan, hb: HappensBefore, items: list[Item], readers: list
         return peak, 0, hb
     for it, off in zip(items, offsets):
         it.offset = off
-    from .event_ids import assign_event_ids
+    from ..sync.event_ids import assign_event_ids
     ids = [e.event_id for e in plan.events]
     added = add_memory_events(plan, edges)
     try:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import GraphError, PassError
-from ..ir.graph import Graph, Node
+from ...errors import GraphError, PassError
+from ...ir.graph import Graph, Node
 
 log = logging.getLogger(__name__)
 

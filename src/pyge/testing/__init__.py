@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .ir.graph import Graph
+from ..ir.graph import Graph
 
 LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 # The light models this onnx wheel ships (nine in onnx 1.x: alexnet ... zfnet512).

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.graph import Graph, Node
-from .fusion import (FLOATS, affine_of, drop_unused_initializers, fresh_name, mark_fused,
+from ...ir.graph import Graph, Node
+from ._match import (FLOATS, affine_of, drop_unused_initializers, fresh_name, mark_fused,
                      note_fused, single_consumer)
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..errors import PlanError
-from ..plan.plan import LAUNCH, Plan
+from ...errors import PlanError
+from ...plan.plan import LAUNCH, Plan
 
 
 class StreamLayout:

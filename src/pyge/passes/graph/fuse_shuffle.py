@@ -15,8 +15,8 @@ the result is bit-identical (a permutation). `ge.exec.enableFusion=false` keeps 
 """
 from __future__ import annotations
 
-from ..ir.graph import Graph, Node
-from .fusion import fusion_sites, is_static, mark_fused, note_fused, single_consumer
+from ...ir.graph import Graph, Node
+from ._match import fusion_sites, is_static, mark_fused, note_fused, single_consumer
 
 DOMAIN = "pyge"
 

@@ -11,8 +11,8 @@ twice gives the same result.
 """
 from __future__ import annotations
 
-from ..plan.plan import LAUNCH, Plan
-from .events import add_events
+from ...plan.plan import LAUNCH, Plan
+from ..sync.events import add_events
 
 MEMORY = "memory"
 

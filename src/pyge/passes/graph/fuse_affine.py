@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.graph import Graph, Node
-from .fusion import (FLOATS, affine_of, drop_unused_initializers, fresh_name, fusion_sites,
+from ...ir.graph import Graph, Node
+from ._match import (FLOATS, affine_of, drop_unused_initializers, fresh_name, fusion_sites,
                      is_static, mark_fused, note_fused, single_consumer)
 
 DOMAIN = "pyge"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .memory_order import Frontier, HappensBefore
+from ...analysis.happens_before import Frontier, HappensBefore
 
 ALIGN = 256   # CUDA kernels like 256-byte aligned operands; arena offsets are multiples of it
 BY_SIZE_LIMIT = 4000

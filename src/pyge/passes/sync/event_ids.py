@@ -33,9 +33,9 @@ from __future__ import annotations
 import heapq
 import logging
 
-from ..errors import PlanError
-from ..plan.order import host_order
-from ..plan.plan import RECORD, WAIT, Plan
+from ...errors import PlanError
+from ...plan.order import host_order
+from ...plan.plan import RECORD, WAIT, Plan
 
 log = logging.getLogger(__name__)
 

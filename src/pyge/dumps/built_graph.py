@@ -25,8 +25,8 @@ from onnx import helper
 
 from ..frontends.onnx_proto import graph_to_model, node_to_proto
 from ..ir.graph import Graph
-from .order import host_order
-from .plan import LAUNCH, RECORD, Plan
+from ..plan.order import host_order
+from ..plan.plan import LAUNCH, RECORD, Plan
 
 SYNC_DOMAIN = "pyge"
 SYNC_OPSET = 1

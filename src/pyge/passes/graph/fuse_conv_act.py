@@ -14,8 +14,8 @@ output names do not change; the fused nodes' names go to its doc string and to
 """
 from __future__ import annotations
 
-from ..ir.graph import Graph, Node
-from .fusion import fusion_sites, is_static, mark_fused, note_fused, single_consumer
+from ...ir.graph import Graph, Node
+from ._match import fusion_sites, is_static, mark_fused, note_fused, single_consumer
 
 DOMAIN = "com.microsoft"
 

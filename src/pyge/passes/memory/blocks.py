@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from .memory_order import Frontier, HappensBefore, join
-from .memory_pack import Item
+from ...analysis.happens_before import Frontier, HappensBefore, join
+from .pack import Item
 
 SCAN = 256
 

@@ -5,7 +5,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..ir.graph import Graph, Node, Value
+from ...ir.graph import Graph, Node, Value
 
 
 def single_consumer(v: Value, graph: Graph) -> Node | None:

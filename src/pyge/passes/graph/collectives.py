@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import GraphError
-from ..ir.graph import Graph, Node
-from ..kernels.collective import (DOMAIN, DTYPES, TIMEOUT_ATTR, check_world, gather_axis, holds_collective,
+from ...errors import GraphError
+from ...ir.graph import Graph, Node
+from ...kernels.collective import (DOMAIN, DTYPES, TIMEOUT_ATTR, check_world, gather_axis, holds_collective,
                                   is_collective, output_shape)
-from ..plan.collectives import META_KEY
-from ..plan.plan import Plan
+from ...plan.collectives import META_KEY
+from ...plan.plan import Plan
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def prepare_collectives(graph: Graph, device: str, timeout_s: float) -> int:
     nodes = collective_nodes(graph)
     if not nodes:
         return 0
-    from ..kernels.collective_group import default_group
+    from ...kernels.collective_group import default_group
     first = nodes[0]
     info = default_group(device, timeout_s, f"node {first.name!r} ({first.op_type})")
     _infer_types(graph, nodes)
@@ -91,7 +91,7 @@ def _infer_types(graph: Graph, nodes: list[Node]) -> None:
 
     The contrib domain must be imported for ONNX inference to run at all (a graph built by
     hand may lack it); inference skips the ops it does not know."""
-    from ..frontends.onnx_loader import refine_types
+    from ...frontends.onnx_loader import refine_types
     if DOMAIN not in graph.opset_imports:
         graph.opset_imports[DOMAIN] = 1
         refine_types(graph)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
-from ..errors import PassError
-from ..ir.graph import Graph
+from ...errors import PassError
+from ...ir.graph import Graph
 
 log = logging.getLogger(__name__)
 

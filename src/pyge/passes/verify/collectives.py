@@ -15,10 +15,10 @@ every node of an ONNX Runtime collective op type).
 """
 from __future__ import annotations
 
-from ..errors import PlanError, VerificationError
-from ..plan.collectives import plan_collectives
-from ..plan.plan import Plan
-from .verify_hb import PlanClocks
+from ...errors import PlanError, VerificationError
+from ...plan.collectives import plan_collectives
+from ...plan.plan import Plan
+from .clocks import PlanClocks
 
 
 def check_collective_order(plan: Plan, clocks: PlanClocks) -> None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..errors import VerificationError
-from ..plan.plan import LAUNCH, RECORD, WAIT, Plan
+from ...errors import VerificationError
+from ...plan.plan import LAUNCH, RECORD, WAIT, Plan
 
 
 class PlanClocks:

@@ -11,7 +11,7 @@ import logging
 
 import numpy as np
 
-from ..ir.graph import Graph
+from ...ir.graph import Graph
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +22,8 @@ _NEVER = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLik
 
 def fold_constants(graph: Graph) -> int:
     """Fold constant nodes of the root graph in topological order; returns how many."""
-    from ..kernels.build import build_kernel
-    from ..kernels.convert import to_numpy, to_torch
+    from ...kernels.build import build_kernel
+    from ...kernels.convert import to_numpy, to_torch
     folded = []
     for n in graph.topological_sort():
         if n.op_type in _NEVER or n.subgraphs or n.domain not in ("", "ai.onnx"):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ..errors import VerificationError
 from ..plan.plan import Plan
-from .memory import is_planned, value_readers
-from .memory_order import HappensBefore
+from ..passes.memory.planner import is_planned, value_readers
+from ..analysis.happens_before import HappensBefore
 
 
 def memory_problems(plan: Plan) -> list[str]:

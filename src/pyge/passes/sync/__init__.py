@@ -1,0 +1,2 @@
+"""Synchronisation passes on a plan: the minimal Send/Recv events (events.py) and their
+physical ids (event_ids.py)."""
