@@ -21,7 +21,7 @@ from pyge.passes.streams.cost import LAUNCH_S, flops, node_cost
 from pyge.passes.streams.dag_cover import max_matching, path_cover, residual_dag
 
 from _dags import sum_dags
-from test_events_property import events_of, oracle_events
+from _event_oracle import events_of, oracle_events
 
 AUTO = "ge.autoMultistreamParallelMode"
 

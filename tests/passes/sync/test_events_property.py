@@ -23,54 +23,9 @@ from pyge.passes.verify.checks import verify_plan
 from pyge.plan.build import build_plan
 from pyge.plan.plan import LAUNCH
 
+from _event_oracle import closure, events_of, h_edges, oracle_events
+
 SETTINGS = settings(max_examples=120, deadline=None)
-
-
-# -- brute-force oracle ------------------------------------------------------------------
-
-def h_edges(plan) -> set[tuple[int, int]]:
-    """Edges of H: data, control, and consecutive launches of each stream."""
-    edges = set()
-    for v, node in enumerate(plan.nodes):
-        for vi in node.inputs:
-            u = plan.values[vi].producer if vi >= 0 else -1
-            if u >= 0 and u != v:
-                edges.add((u, v))
-        edges.update((u, v) for u in node.control_preds if u != v)
-    for steps in plan.streams:
-        chain = [st.arg for st in steps if st.kind == LAUNCH]
-        edges.update(zip(chain, chain[1:]))
-    return edges
-
-
-def closure(n: int, edges) -> list[set[int]]:
-    """reach[u] = nodes reachable from u by a path of length >= 1 (plain DFS per node)."""
-    succ = [[] for _ in range(n)]
-    for u, v in edges:
-        succ[u].append(v)
-    reach = []
-    for u in range(n):
-        seen, todo = set(), list(succ[u])
-        while todo:
-            w = todo.pop()
-            if w not in seen:
-                seen.add(w)
-                todo.extend(succ[w])
-        reach.append(seen)
-    return reach
-
-
-def oracle_events(plan) -> set[tuple[int, int]]:
-    """Cross-stream edges of the transitive reduction of H."""
-    n, edges = len(plan.nodes), h_edges(plan)
-    reach = closure(n, edges)
-    tr = {(u, v) for u, v in edges
-          if not any(w != v and v in reach[w] for w in reach[u])}
-    return {(u, v) for u, v in tr if plan.nodes[u].stream != plan.nodes[v].stream}
-
-
-def events_of(plan) -> set[tuple[int, int]]:
-    return {(e.src_node, e.dst_node) for e in plan.events}
 
 
 def compiled(spec):
