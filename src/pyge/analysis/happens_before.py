@@ -1,27 +1,31 @@
-"""Happens-before between the plan's launches, read from stream order and Send/Recv steps.
+"""Happens-before between a plan's launches, as per-stream vector clocks.
 
-The memory planner's own reachability (kept independent of the event passes and of
-passes/verify_hb.py, which checks the same rule from its side). Node a happens-before node
-b when b cannot start until a has finished, on every executor:
+H is a DAG over the plan's nodes. Its edges are each stream's launch order (a stream runs
+its steps in order) plus one of two edge sets, chosen by the caller:
 
-- a precedes b on one stream (a stream runs its steps in order), or
-- a chain of such orderings and events leads from a to b. An event orders every launch
-  *before its RECORD step* on the recording stream before every launch *after its WAIT step*
-  on the waiting stream, so it contributes one edge: last launch before the record -> first
-  launch after the wait. (Where the events pass put the steps does not matter to us.)
-
-Data edges are not added on their own: on the executors only stream order and events order
-anything, so a data edge that no event covers is exactly what verify() reports, and the
-memory plan must not rely on it.
+- `HappensBefore.of_dependencies(plan)`: every data dependency (v reads a value u produces,
+  implicit subgraph reads included) and every control edge. This is the order the plan
+  *must* realise; the events pass (passes/sync/events.py) reads off it which Send/Recv
+  pairs realise it with the fewest events.
+- `HappensBefore.of_steps(plan)`: the plan's Send/Recv steps. This is the order the plan
+  *does* realise on every executor, and what the memory planner may rely on. An event
+  orders every launch before its RECORD step on the recording stream before every launch
+  after its WAIT step on the waiting stream: one edge, last launch before the record ->
+  first launch after the wait. Data edges are not added on their own: a data edge that no
+  event covers is exactly what verify() reports, and a memory plan must not rely on it.
 
 Per-node vector clocks, O(nodes x streams) memory:
 
     clock[v][s] = launch ordinal on stream s of the latest launch that happens-before-or-is v
 
 A stream is a chain, so a (ordinal o on stream s) happens-before-or-is v iff o <= clock[v][s]:
-an O(1) query. A *frontier* summarises a set of nodes (a value's producer and readers) as
-((stream, highest ordinal there), ...): the whole set happens-before v iff each entry does,
-an O(streams) query, since the earlier launches of each stream precede the highest one.
+an O(1) query, with no all-pairs closure. A *frontier* summarises a set of nodes (a value's
+producer and readers) as ((stream, highest ordinal there), ...): the whole set happens-before
+v iff each entry does, an O(streams) query, since the earlier launches of each stream
+precede the highest one.
+
+The verifier (passes/verify/clocks.py) deliberately does not use this module: it recomputes
+happens-before from the finished step lists in its own way.
 """
 from __future__ import annotations
 
@@ -29,59 +33,134 @@ import heapq
 
 from ..errors import PlanError
 from ..plan.plan import LAUNCH, RECORD, WAIT, Plan
+from .dag import topological_order
 
 Frontier = tuple  # ((stream, ordinal), ...), streams ascending, one entry per stream
 
 
-class HappensBefore:
-    """Happens-before over plan node indices, as vector clocks."""
+class StreamLayout:
+    """Where each node sits: its stream, its launch ordinal there, its stream predecessor,
+    and per stream the nodes it launches, in order."""
+
+    __slots__ = ("stream", "ordinal", "prev", "chains")
 
     def __init__(self, plan: Plan):
-        n, ns = len(plan.nodes), max(len(plan.streams), 1)
-        self.num_nodes, self.num_streams = n, ns
-        self.stream_of = [-1] * n
+        n = len(plan.nodes)
+        self.stream = [-1] * n
         self.ordinal = [-1] * n
-        self.chains: list[list[int]] = []              # per stream, its launches in order
-        preds: list[list[int]] = [[] for _ in range(n)]
-        record_anchor: dict[int, int] = {}   # logical event -> last launch before its record
-        wait_anchor: dict[int, list[int]] = {}  # logical event -> first launch after each wait
+        self.prev = [-1] * n
+        self.chains: list[list[int]] = []
         for s, steps in enumerate(plan.streams):
-            chain: list[int] = []
-            pending_waits: list[int] = []
+            chain = [st.arg for st in steps if st.kind == LAUNCH]
+            for i, v in enumerate(chain):
+                if not 0 <= v < n or self.stream[v] >= 0:
+                    raise PlanError(f"stream {s} launches node #{v}, which is out of range "
+                                    "or already launched")
+                if plan.nodes[v].stream != s:
+                    raise PlanError(f"node {plan.nodes[v].name!r} says stream "
+                                    f"{plan.nodes[v].stream} but is launched on stream {s}")
+                self.stream[v], self.ordinal[v] = s, i
+                self.prev[v] = chain[i - 1] if i else -1
+            self.chains.append(chain)
+        missing = [i for i in range(n) if self.stream[i] < 0]
+        if missing:
+            raise PlanError(f"node {plan.nodes[missing[0]].name!r} is launched on no stream")
+
+
+def dependencies(plan: Plan, with_streams: bool = False) -> list[list[int]]:
+    """Per plan node, the nodes it depends on: the producers of its inputs and its control
+    predecessors (sorted, deduplicated, itself excluded); with `with_streams`, then also
+    the previous launch on its stream where that is not one of them already."""
+    producer = [v.producer for v in plan.values]
+    preds: list[list[int]] = []
+    for pn in plan.nodes:
+        ps = {producer[vi] for vi in pn.inputs if vi >= 0 and producer[vi] >= 0}
+        ps.update(pn.control_preds)
+        ps.discard(pn.index)
+        preds.append(sorted(ps))
+    if with_streams:
+        for steps in plan.streams:
+            prev = -1
             for st in steps:
                 if st.kind == LAUNCH:
-                    v = st.arg
-                    if not 0 <= v < n or self.stream_of[v] >= 0:
-                        raise PlanError(f"memory plan: stream {s} launches node #{v}, which is "
-                                        "out of range or already launched")
-                    self.stream_of[v], self.ordinal[v] = s, len(chain)
-                    if chain:
-                        preds[v].append(chain[-1])
-                    for e in pending_waits:
-                        wait_anchor.setdefault(e, []).append(v)
-                    pending_waits = []
-                    chain.append(v)
-                elif st.kind == RECORD:
-                    if chain:
-                        record_anchor[st.arg] = chain[-1]
-                elif st.kind == WAIT:
-                    pending_waits.append(st.arg)
-            self.chains.append(chain)
-        if any(s < 0 for s in self.stream_of):
-            raise PlanError("memory plan: some node is launched on no stream")
-        for e, dsts in wait_anchor.items():
-            src = record_anchor.get(e, -1)
-            for d in dsts:
-                if src >= 0 and src != d:
-                    preds[d].append(src)
+                    if prev >= 0 and prev not in preds[st.arg]:
+                        preds[st.arg].append(prev)
+                    prev = st.arg
+    return preds
+
+
+def _event_edges(plan: Plan, layout: StreamLayout) -> list[tuple[int, int]]:
+    """(last launch before an event's RECORD, first launch after one of its WAITs) pairs."""
+    record_anchor: dict[int, int] = {}       # logical event -> last launch before its record
+    wait_anchor: dict[int, list[int]] = {}   # logical event -> first launch after each wait
+    for steps in plan.streams:
+        last = -1
+        pending: list[int] = []
+        for st in steps:
+            if st.kind == LAUNCH:
+                for e in pending:
+                    wait_anchor.setdefault(e, []).append(st.arg)
+                pending = []
+                last = st.arg
+            elif st.kind == RECORD:
+                if last >= 0:
+                    record_anchor[st.arg] = last
+            elif st.kind == WAIT:
+                pending.append(st.arg)
+    edges = []
+    for e, dsts in wait_anchor.items():
+        src = record_anchor.get(e, -1)
+        edges.extend((src, d) for d in dsts if src >= 0 and src != d)
+    return edges
+
+
+class HappensBefore:
+    """Happens-before over plan node indices, as vector clocks over a given edge set.
+
+    `order` is a topological order of H, `position[v]` v's place in it; `preds` and `succs`
+    are H's edges (stream order included), `chains[s]` stream s's launches in order,
+    `prev[v]` the launch before v on its stream.
+    """
+
+    def __init__(self, plan: Plan, layout: StreamLayout, preds: list[list[int]],
+                 smallest_first: bool = True, what: str = "events"):
+        self.num_nodes, self.num_streams = len(preds), max(len(plan.streams), 1)
+        self.stream_of, self.ordinal, self.chains = layout.stream, layout.ordinal, layout.chains
+        self.prev = layout.prev                       # stream predecessor, -1 for none
         self.preds = preds
-        self.order, self.succs = _topological(preds)
-        self.position = [0] * n
+        self.order, self.succs = topological_order(preds, smallest_first)
+        if len(self.order) != len(preds):
+            done = set(self.order)
+            stuck = next(v for v in range(len(preds)) if v not in done)
+            raise PlanError(f"stream order contradicts the {what} around node "
+                            f"{plan.nodes[stuck].name!r} "
+                            f"(stream {self.stream_of[stuck]}): no order can satisfy both, "
+                            "the plan would deadlock")
+        self.position = [0] * len(preds)
         for i, v in enumerate(self.order):
             self.position[v] = i
-        self.clock: list[list[int]] = [[]] * n
+        self.clock: list[list[int]] = [[]] * len(preds)
         for v in self.order:
             self.refresh(v)
+
+    @classmethod
+    def of_steps(cls, plan: Plan) -> "HappensBefore":
+        """Stream order and Send/Recv steps: what every executor guarantees."""
+        layout = StreamLayout(plan)
+        preds = [[p] if p >= 0 else [] for p in layout.prev]
+        for src, dst in _event_edges(plan, layout):
+            preds[dst].append(src)
+        return cls(plan, layout, preds)
+
+    @classmethod
+    def of_dependencies(cls, plan: Plan) -> tuple["HappensBefore", list[list[int]]]:
+        """Stream order, data and control dependencies: what the plan must guarantee.
+        Returns the clocks and `dependencies(plan)`. The order is first in, first out (the
+        events pass numbers its events in it)."""
+        layout = StreamLayout(plan)
+        deps = dependencies(plan)
+        preds = [ps + [p] if p >= 0 else list(ps) for ps, p in zip(deps, layout.prev)]
+        return cls(plan, layout, preds, smallest_first=False, what="dependencies"), deps
 
     @classmethod
     def total(cls, plan: Plan) -> "HappensBefore":
@@ -90,7 +169,7 @@ class HappensBefore:
         hb = cls.__new__(cls)
         n = len(plan.nodes)
         hb.num_nodes, hb.num_streams = n, 1
-        hb.stream_of, hb.ordinal = [0] * n, list(range(n))
+        hb.stream_of, hb.ordinal, hb.prev = [0] * n, list(range(n)), list(range(-1, n - 1))
         hb.chains = [list(range(n))]
         hb.preds = [[v - 1] if v else [] for v in range(n)]
         hb.succs = [[v + 1] if v + 1 < n else [] for v in range(n)]
@@ -204,28 +283,3 @@ def join(a: Frontier, b: Frontier) -> Frontier:
         if o > top.get(s, -1):
             top[s] = o
     return tuple(sorted(top.items()))
-
-
-def _topological(preds: list[list[int]]) -> tuple[list[int], list[list[int]]]:
-    """Kahn's algorithm, smallest node index first (the plan's own order when consistent).
-    Returns the order and the successor lists."""
-    n = len(preds)
-    succs: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for v, ps in enumerate(preds):
-        indeg[v] = len(ps)
-        for p in ps:
-            succs[p].append(v)
-    ready = [i for i in range(n) if indeg[i] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        v = heapq.heappop(ready)
-        order.append(v)
-        for w in succs[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(ready, w)
-    if len(order) != n:
-        raise PlanError("memory plan: stream order and events form a cycle (the plan deadlocks)")
-    return order, succs

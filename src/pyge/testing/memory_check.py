@@ -2,7 +2,7 @@
 verifier's own check is verify_memory.py): overlapping byte ranges are ordered, release
 points follow every use.
 
-Re-derives happens-before from the plan's steps (memory_order.HappensBefore) and compares
+Re-derives happens-before from the plan's steps (analysis.happens_before.HappensBefore.of_steps) and compares
 every pair of values whose arena ranges overlap, whatever their buffer ids: pairwise within
 each group of overlapping ranges, so meant for test-sized plans.
 """
@@ -15,7 +15,7 @@ from ..analysis.happens_before import HappensBefore
 
 
 def memory_problems(plan: Plan) -> list[str]:
-    hb = HappensBefore(plan)
+    hb = HappensBefore.of_steps(plan)
     readers = value_readers(plan)
     uses = [hb.frontier(readers[v.index] + ([v.producer] if v.producer >= 0 else []))
             for v in plan.values]

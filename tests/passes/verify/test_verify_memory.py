@@ -115,7 +115,7 @@ def test_planned_partial_overlaps_pass():
     packing puts small values inside a big one's old bytes); they verify."""
     import sys
     from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from executors.helpers import branch_streams, cached_light_model, replan
     plan = replan(cached_light_model("inception_v1"), branch_streams(3)).plan
     spans = sorted((plan.memory.buffers[v.buffer].offset, v.nbytes, v.buffer)

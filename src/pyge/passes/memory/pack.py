@@ -2,7 +2,7 @@
 only if they are ordered.
 
 Values v and w are *compatible* (may overlap) when every use of one (its producer and
-readers, summarised as a frontier, memory_order.py) happens-before the producer of the
+readers, summarised as a frontier, analysis/happens_before.py) happens-before the producer of the
 other: an O(streams) test.
 
 Two packers:

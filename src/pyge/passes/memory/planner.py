@@ -5,7 +5,7 @@ Two products:
 1. **Arena layout.** Every planned intermediate (a tensor of static size that is neither a
    graph input, output nor constant) gets an offset in one arena. Two values may share
    bytes only if one's producer and every reader *happen-before* the other's producer
-   (memory_order.py: vector clocks over stream order and Send/Recv steps). Along one stream
+   (analysis/happens_before.py: vector clocks over stream order and Send/Recv steps). Along one stream
    that is plain program order; across streams it holds only where an event chain orders
    the last use before the new definition. Without that rule a side stream could overwrite
    bytes another stream is still reading (write-after-read across streams).
@@ -102,7 +102,7 @@ def _plan_memory(plan: Plan, options) -> MemoryPlan:
     if strip_memory_events(plan):            # planning twice gives the same plan
         from ..sync.event_ids import assign_event_ids
         assign_event_ids(plan, cap)
-    hb = HappensBefore(plan)
+    hb = HappensBefore.of_steps(plan)
     readers = value_readers(plan)
     for v in plan.values:
         v.buffer = -1
@@ -195,7 +195,7 @@ def _maybe_order(plan: Plan, hb: HappensBefore, items: list[Item], readers: list
         return peak, 0, hb
     log.info("memory plan of %s: %d memory events bring the arena from %d to %d bytes "
              "(single stream: %d)", plan.graph_name, added, peak, ordered, single)
-    return ordered, added, HappensBefore(plan)
+    return ordered, added, HappensBefore.of_steps(plan)
 
 
 def _buffers(plan: Plan, items: list[Item]) -> list[Buffer]:

@@ -4,7 +4,7 @@ Checks, in order (the first failure raises VerificationError naming the culprit)
   1. structure: every step points at an existing node or event; every node is launched
      exactly once, on its own stream; every event is recorded exactly once, on its source
      stream, and waited on its destination stream; physical ids are 0..K-1 without holes;
-  2. no deadlock: some global order runs every WAIT after its RECORD (verify_hb.py);
+  2. no deadlock: some global order runs every WAIT after its RECORD (clocks.py);
   3. every data and control dependency is ordered: the producer happens before the consumer
      through stream order and events (read-after-write across streams);
   4. every event really orders what it says: its RECORD follows its source node on the
