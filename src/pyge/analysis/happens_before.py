@@ -89,8 +89,11 @@ def dependencies(plan: Plan, with_streams: bool = False) -> list[list[int]]:
     return preds
 
 
-def _event_edges(plan: Plan, layout: StreamLayout) -> list[tuple[int, int]]:
-    """(last launch before an event's RECORD, first launch after one of its WAITs) pairs."""
+def step_preds(plan: Plan) -> list[list[int]]:
+    """Per plan node, the launches the steps order before it: its stream predecessor, then
+    for each WAIT before it (since the previous launch of its stream) the last launch before
+    that event's RECORD. The edge set of `HappensBefore.of_steps`; nothing is checked here."""
+    preds: list[list[int]] = [[] for _ in plan.nodes]
     record_anchor: dict[int, int] = {}       # logical event -> last launch before its record
     wait_anchor: dict[int, list[int]] = {}   # logical event -> first launch after each wait
     for steps in plan.streams:
@@ -98,6 +101,8 @@ def _event_edges(plan: Plan, layout: StreamLayout) -> list[tuple[int, int]]:
         pending: list[int] = []
         for st in steps:
             if st.kind == LAUNCH:
+                if last >= 0:
+                    preds[st.arg].append(last)
                 for e in pending:
                     wait_anchor.setdefault(e, []).append(st.arg)
                 pending = []
@@ -107,11 +112,12 @@ def _event_edges(plan: Plan, layout: StreamLayout) -> list[tuple[int, int]]:
                     record_anchor[st.arg] = last
             elif st.kind == WAIT:
                 pending.append(st.arg)
-    edges = []
     for e, dsts in wait_anchor.items():
         src = record_anchor.get(e, -1)
-        edges.extend((src, d) for d in dsts if src >= 0 and src != d)
-    return edges
+        for d in dsts:
+            if src >= 0 and src != d:
+                preds[d].append(src)
+    return preds
 
 
 class HappensBefore:
@@ -146,11 +152,7 @@ class HappensBefore:
     @classmethod
     def of_steps(cls, plan: Plan) -> "HappensBefore":
         """Stream order and Send/Recv steps: what every executor guarantees."""
-        layout = StreamLayout(plan)
-        preds = [[p] if p >= 0 else [] for p in layout.prev]
-        for src, dst in _event_edges(plan, layout):
-            preds[dst].append(src)
-        return cls(plan, layout, preds)
+        return cls(plan, StreamLayout(plan), step_preds(plan))
 
     @classmethod
     def of_dependencies(cls, plan: Plan) -> tuple["HappensBefore", list[list[int]]]:

@@ -137,11 +137,6 @@ class Plan:
     def node_index(self) -> dict[str, int]:
         return {n.name: n.index for n in self.nodes}
 
-    def launch_order(self) -> list[int]:
-        """Node indices in a valid single-thread order (stream steps merged by events)."""
-        from .order import merged_order
-        return merged_order(self)
-
     def format(self) -> str:
         lines = [f"plan {self.graph_name}: {self.num_streams} stream(s), {len(self.nodes)} node(s), "
                  f"{len(self.events)} event(s) on {self.num_physical_events} physical id(s)"]

@@ -53,6 +53,7 @@ from bisect import bisect_right
 
 from ...errors import PlanError
 from ...options import parse_options
+from ...plan.order import merged_order
 from ...plan.plan import Buffer, MemoryPlan, Plan, PlanValue
 from .blocks import pack_blocks
 from .events import add_memory_events, strip_memory_events
@@ -155,7 +156,7 @@ def _maybe_order(plan: Plan, hb: HappensBefore, items: list[Item], readers: list
         return peak, 0, hb
     kept = [it.offset for it in items]
     rank = [0] * len(plan.nodes)
-    for i, ni in enumerate(plan.launch_order()):
+    for i, ni in enumerate(merged_order(plan)):
         rank[ni] = i
     # Trials: each packer, events allowed past 1.15x or past 1x the single-stream arena.
     # Keep the one within 1.15x with the fewest events (then the smallest arena), else the
