@@ -11,7 +11,7 @@ import onnx
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from ..errors import GraphError, ModelLoadError
-from ..ir.graph import OPTIONAL, SEQUENCE, TENSOR, Graph, Node, Value
+from ..ir.graph import OPTIONAL, SEQUENCE, TENSOR, Graph, Node, Value, unique_name
 
 # ---------------------------------------------------------------------------------------
 # dtypes
@@ -255,12 +255,7 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
 def _dedupe_node_names(g: Graph) -> None:
     seen: set[str] = set()
     for n in g.nodes:
-        if n.name in seen:
-            i = 1
-            while f"{n.name}_{i}" in seen:
-                i += 1
-            n.name = f"{n.name}_{i}"
-        seen.add(n.name)
+        n.name = unique_name(seen, n.name)
 
 
 def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:

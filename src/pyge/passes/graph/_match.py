@@ -5,7 +5,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ...ir.graph import Graph, Node, Value
+from ...ir.graph import Graph, Node, Value, unique_name
 
 
 def single_consumer(v: Value, graph: Graph) -> Node | None:
@@ -59,11 +59,7 @@ def drop_unused_initializers(graph: Graph) -> None:
 
 def fresh_name(graph: Graph, base: str) -> str:
     """`base`, or `base_1`, `base_2`, ... whichever no value of `graph` has."""
-    taken = graph.values()
-    name, i = base, 1
-    while name in taken:
-        name, i = f"{base}_{i}", i + 1
-    return name
+    return unique_name(set(graph.values()), base)
 
 
 def fusion_sites(graph: Graph, plan: Callable[[Node, Graph], Any]) -> Iterator[tuple[Node, Any]]:
