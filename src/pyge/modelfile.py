@@ -34,6 +34,7 @@ import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 
+from .devices import check_device
 from .errors import ModelFileError, PygeError
 from .ir.graph import Graph
 from .plan.plan import LAUNCH, RECORD, WAIT, Buffer, Event, MemoryPlan, Plan, PlanNode, PlanValue, Step
@@ -154,7 +155,6 @@ def _jsonable(key: Any, v: Any) -> bool:
 
 def load_model(path: str | os.PathLike, device: str | None = None):
     """Read a .pgm file into a CompiledModel, without running any compiler pass."""
-    from .compiler import _check_device
     from .model import CompiledModel
     from .options import parse_options
     p = Path(path)
@@ -164,7 +164,7 @@ def load_model(path: str | os.PathLike, device: str | None = None):
         graph = _decode_graph(body, header["node_info"])
         _check_plan(plan, graph)
         options = parse_options(header.get("options", {}))
-        dev = _check_device(device or header.get("device", "cpu"))
+        dev = check_device(device or header.get("device", "cpu"))
     except PygeError as err:
         raise ModelFileError(f"{p}: {err}") from err
     except (IndexError, KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:

@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from .devices import check_device
 from .errors import OptionError, PygeError
 from .ir.graph import Graph
 from .model import feeds_by_name
@@ -41,9 +42,8 @@ class Session:
     """Holds graphs by id with their options; compiles and runs them on one device."""
 
     def __init__(self, options: Mapping[str, Any] | None = None, device: str = "cpu"):
-        from .compiler import _check_device
         self._options = parse_options(options)
-        self.device = _check_device(device)
+        self.device = check_device(device)
         self._graphs: dict[int, _Entry] = {}
         self._lock = threading.RLock()
 

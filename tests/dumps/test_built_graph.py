@@ -8,14 +8,14 @@ from pyge.plan.build import build_plan
 
 
 def _built(streams):
-    from pyge.frontends.onnx_loader import refine_types
+    from pyge.passes.graph.infer_types import infer_types
     from pyge.dumps.built_graph import built_graph_model
     b = pyge.GraphBuilder("demo")
     x = b.input("input", "float32", (2, 3))
     b.output(b.op("Add", [b.op("Abs", [x], name="Abs_1"), b.op("Relu", [x], name="Relu_1")],
                   name="Add_1"), "output")
     g = b.build()
-    refine_types(g)                    # as pyge.compile does: typed outputs for the checker
+    infer_types(g)                    # as pyge.compile does: typed outputs for the checker
     for n in g.nodes:
         n.stream_id = streams.get(n.name, 0)
     plan = build_plan(g, 2)

@@ -1,31 +1,14 @@
-"""Collectives at compile time: their process group and types (pass 3a), and one issue
-order for every rank (pass 11a).
+"""The collectives pass: the process group of a model's collectives, and their types.
 
-prepare_collectives (after type inference)
-    Finds the com.microsoft AllReduce / AllGather / AllToAll nodes of the graph and its
-    subgraphs. With none, it does nothing (torch.distributed is not even imported). With
-    some, it needs the default process group (kernels/collective_group.py: the caller's, or one made
-    from torchrun's environment; a one-line error saying how to launch otherwise), checks
-    each node against it (group_size is the group's size, types, axis), gives each output
-    its type and shape (ONNX inference does not know these contrib ops, so their consumers
-    would stay untyped; inference is re-run until nothing new is learnt) and stamps the
-    node with pyge.collectiveTimeout for its kernel.
-
-order_collectives (after build_plan, before insert_events)
-    Every rank runs the same plan, and a collective only completes when every rank has
-    issued it: if two collectives could start in either order, one rank may issue A then B
-    while another issues B then A, and both wait forever. They are safe when the plan's
-    happens-before orders all of them totally: then each rank issues them in that one
-    order, whatever its threads' timing. The built-in allocation puts them on one stream of
-    the independent engine, which orders them already; a stream label, a policy or a custom
-    stream pass may spread them over several streams. So each collective gets a control
-    edge from the previous one in plan order (a topological order, the same on every rank)
-    when the two sit on different streams. insert_events turns an edge into an event only
-    where the plan does not already order the pair, so a plan that was already safe keeps
-    its events. The edge cannot make a cycle: the plan order runs along every dependency
-    and every stream, so the earlier node can never depend on the later one.
-    plan.meta["collectives"] lists the collective nodes for the verifier
-    (verify_collectives.py), which re-checks the total order on the finished plan.
+Finds the com.microsoft AllReduce / AllGather / AllToAll nodes of the graph and its
+subgraphs. With none, it does nothing (torch.distributed is not even imported). With some,
+it needs the default process group (kernels/collective_group.py: the caller's, or one made
+from torchrun's environment; a one-line error saying how to launch otherwise), checks each
+node against it (group_size is the group's size, types, axis), gives each output its type
+and shape (ONNX inference does not know these contrib ops, so their consumers would stay
+untyped; inference is re-run until nothing new is learnt) and stamps the node with
+pyge.collectiveTimeout for its kernel. It runs right after infer_types. One issue order of
+the collectives on every rank is the order_collectives pass (passes/sync/collectives.py).
 """
 from __future__ import annotations
 
@@ -33,10 +16,9 @@ import logging
 
 from ...errors import GraphError
 from ...ir.graph import Graph, Node
-from ...kernels.collective import (DOMAIN, DTYPES, TIMEOUT_ATTR, check_world, gather_axis, holds_collective,
-                                  is_collective, output_shape)
-from ...plan.collectives import META_KEY
-from ...plan.plan import Plan
+from ...kernels.collective import (DOMAIN, DTYPES, TIMEOUT_ATTR, check_world, gather_axis, is_collective,
+                                  output_shape)
+from .infer_types import infer_types
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +34,7 @@ def prepare_collectives(graph: Graph, device: str, timeout_s: float) -> int:
     nodes = collective_nodes(graph)
     if not nodes:
         return 0
-    from ...kernels.collective_group import default_group
+    from ...kernels.collective_group import default_group   # deferred: torch.distributed
     first = nodes[0]
     info = default_group(device, timeout_s, f"node {first.name!r} ({first.op_type})")
     _infer_types(graph, nodes)
@@ -91,10 +73,9 @@ def _infer_types(graph: Graph, nodes: list[Node]) -> None:
 
     The contrib domain must be imported for ONNX inference to run at all (a graph built by
     hand may lack it); inference skips the ops it does not know."""
-    from ...frontends.onnx_loader import refine_types
     if DOMAIN not in graph.opset_imports:
         graph.opset_imports[DOMAIN] = 1
-        refine_types(graph)
+        infer_types(graph)
     for _ in range(len(nodes) + 1):
         learnt = False
         for n in nodes:
@@ -105,22 +86,4 @@ def _infer_types(graph: Graph, nodes: list[Node]) -> None:
                     o.shape, learnt = output_shape(n, v.shape), True
         if not learnt:
             return
-        refine_types(graph)
-
-
-def order_collectives(plan: Plan, graph: Graph) -> int:
-    """Chain the plan's collectives in plan order (see the module docstring); returns how
-    many control edges were added."""
-    holders = {n.name for n in graph.nodes if holds_collective(n)}
-    chain = [pn.index for pn in plan.nodes if pn.name in holders]
-    plan.meta[META_KEY] = chain
-    added = 0
-    for u, v in zip(chain, chain[1:]):
-        later = plan.nodes[v]
-        if plan.nodes[u].stream != later.stream and u not in later.control_preds:
-            later.control_preds.append(u)
-            added += 1
-    if added:
-        log.info("collectives of %r spread over several streams: %d control edge(s) keep one "
-                 "issue order on every rank", plan.graph_name, added)
-    return added
+        infer_types(graph)
