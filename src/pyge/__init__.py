@@ -34,7 +34,7 @@ from .errors import (CustomPassError, DistributedError, DumpError, ExecutionErro
                      OptionError, PassError, PlanError, PluginError, PygeError,
                      UnsupportedOperatorError, VerificationError)
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 # public name -> (module relative to pyge, attribute in it; None: the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -61,7 +61,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "examples": (".examples", None),
     "Session": (".session", "Session"),
     "SessionError": (".session", "SessionError"),
-    "load_model": (".modelfile", "load_model"),
+    "load_model": (".model", "load_model"),
     "save_model": (".modelfile", "save_model"),
 }
 

@@ -30,9 +30,11 @@ import logging
 import os
 from typing import Any, Callable, Mapping
 
+from . import model_path
 from .devices import check_device
 from .dumps import Dumper
 from .errors import GraphError, PygeError
+from .frontends.onnx_loader import load_onnx
 from .ir.clone import clone_graph
 from .ir.graph import Graph
 from .model import CompiledModel
@@ -247,14 +249,16 @@ def compile_graph(graph: Graph | str | os.PathLike, device: str | None = None,
     A cuda device without a usable GPU fails here, not at the first run.
     """
     if isinstance(graph, (str, os.PathLike)):
-        from .model_path import compile_path
-        return compile_path(graph, device, options, graph_id)
+        path = model_path.checked_path(graph)
+        if model_path.is_offline(path):
+            return model_path.load_offline(path, device, options)
+        graph = load_onnx(path)
     if not isinstance(graph, Graph):
         raise GraphError(f"pyge.compile expects a pyge.Graph or a model path, got {type(graph).__name__} "
                          "(or use pyge.load_onnx or pyge.from_torch first)")
     opts = parse_options(options)             # validate what the user gave, as given
     dev = check_device("cpu" if device is None else device)
-    from .executors import check_usable
+    from .executors import check_usable           # deferred on purpose: executors load torch
     check_usable(dev)
     opts = parse_options(with_default_policy(opts, dev))  # the device's default stream policy
     ensure_plugins_loaded()

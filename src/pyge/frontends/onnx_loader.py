@@ -9,10 +9,11 @@ from typing import Iterator
 
 import onnx
 from google.protobuf.message import DecodeError
+from onnx import helper
 
 from ..errors import ModelLoadError
 from ..ir.graph import Graph
-from .onnx_proto import model_from_proto
+from .onnx_proto import keeps_shape_data, model_from_proto
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +151,6 @@ def infer_model(mp: onnx.ModelProto) -> onnx.ModelProto:
     aside during inference and put into the model returned; `mp` itself is left without it
     (load_onnx's own copy, not used afterwards).
     """
-    from .onnx_proto import keeps_shape_data
-    from onnx import helper
     aside: dict[str, bytes] = {}
     for t in mp.graph.initializer:
         if t.data_type == onnx.TensorProto.STRING or not t.HasField("raw_data"):

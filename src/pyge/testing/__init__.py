@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import helper, numpy_helper
 
 from ..ir.graph import Graph
 
@@ -40,7 +41,6 @@ def random_weights(mp: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     means and Add constants normal with deviation 0.1. Activations then keep their scale
     through the depth and depend on the input throughout.
     """
-    from onnx import helper, numpy_helper
     g = mp.graph
     rng = np.random.default_rng(seed)
     init = {t.name: t for t in g.initializer}
@@ -136,7 +136,6 @@ def one_node_model(op: str, inputs: dict, attrs: dict | None = None, *, opset: i
     (what error messages quote) and `ir_version` is set as given (onnxruntime refuses
     versions newer than it knows).
     """
-    from onnx import helper, numpy_helper
     names = [n if a is not None else "" for n, a in inputs.items()]
     while trim and names and not names[-1]:
         names.pop()

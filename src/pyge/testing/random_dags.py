@@ -5,14 +5,16 @@ stream, with nodes numbered in a topological order. It becomes either a real gra
 (`spec_to_graph`, runnable: Relu/Abs/Identity/Add/Sum on a small float tensor) or, for the
 100,000-node benchmarks, a plan directly (`spec_to_plan`, no graph objects).
 
-`dags()` is a hypothesis strategy of specs (hypothesis is imported only when it is called:
-it is a test dependency, not a run-time one).
+`dags()` is a hypothesis strategy of specs (hypothesis is imported only when it is called,
+on purpose: it is a test dependency, not a run-time one).
 """
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 
+from ..ir.builder import GraphBuilder
+from ..passes.custom import GRAPH_SUCCESS
 from ..plan.plan import LAUNCH, Plan, PlanNode, PlanValue, Step
 
 
@@ -42,7 +44,6 @@ def random_spec(rng: random.Random, n: int, num_streams: int, max_in: int = 3,
 
 def spec_to_graph(spec: DagSpec, name: str = "random_dag"):
     """A runnable graph: node i is named n<i>; nodes nobody reads are graph outputs."""
-    from ..ir.builder import GraphBuilder
     b = GraphBuilder(name)
     x = b.input("x", "float32", (2, 3))
     outs, used = [], set()
@@ -100,13 +101,11 @@ def dags(max_nodes: int = 12, max_streams: int = 4, control: bool = True):
 def fixed_streams_pass(wanted: dict[str, int]):
     """A custom stream pass that puts each named node on the given stream (allocating ids up
     to it), for compiling a random DAG's assignment through the public pass API."""
-    import pyge
-
     def assign(graph, ctx):
         for node in graph.get_direct_nodes():
             target = wanted.get(node.name, 0)
             while ctx.get_curr_max_stream_id() < target:
                 ctx.allocate_next_stream_id()
             ctx.set_stream_id(node, target)
-        return pyge.GRAPH_SUCCESS
+        return GRAPH_SUCCESS
     return assign

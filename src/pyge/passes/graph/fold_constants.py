@@ -22,6 +22,7 @@ _NEVER = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLik
 
 def fold_constants(graph: Graph) -> int:
     """Fold constant nodes of the root graph in topological order; returns how many."""
+    # Deferred on purpose: the kernels load torch, and importing the compiler should not.
     from ...kernels.build import build_kernel
     from ...kernels.convert import to_numpy, to_torch
     folded = []

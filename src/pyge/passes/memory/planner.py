@@ -51,15 +51,15 @@ import gc
 import logging
 from bisect import bisect_right
 
+from ...analysis.happens_before import HappensBefore
 from ...errors import PlanError
 from ...options import parse_options
 from ...plan.order import merged_order
 from ...plan.plan import Buffer, MemoryPlan, Plan, PlanValue
+from ..sync import event_ids
 from .blocks import pack_blocks
 from .events import add_memory_events, strip_memory_events
-from ...analysis.happens_before import HappensBefore
-from .pack import (BY_SIZE_LIMIT, Item, live_lower_bound, make_items, pack_by_size,
-                          pack_no_reuse)
+from .pack import BY_SIZE_LIMIT, Item, live_lower_bound, make_items, pack_by_size, pack_no_reuse
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +101,7 @@ def _plan_memory(plan: Plan, options) -> MemoryPlan:
     reuse = bool(opts["pyge.memoryReuse"])
     cap = opts["pyge.maxEventNum"]          # 0: no cap (the default, as in GE)
     if strip_memory_events(plan):            # planning twice gives the same plan
-        from ..sync.event_ids import assign_event_ids
-        assign_event_ids(plan, cap)
+        event_ids.assign_event_ids(plan, cap)
     hb = HappensBefore.of_steps(plan)
     readers = value_readers(plan)
     for v in plan.values:
@@ -180,11 +179,10 @@ def _maybe_order(plan: Plan, hb: HappensBefore, items: list[Item], readers: list
         return peak, 0, hb
     for it, off in zip(items, offsets):
         it.offset = off
-    from ..sync.event_ids import assign_event_ids
     ids = [e.event_id for e in plan.events]
     added = add_memory_events(plan, edges)
     try:
-        assign_event_ids(plan, cap)
+        event_ids.assign_event_ids(plan, cap)
     except PlanError as err:                 # pyge.maxEventNum cannot hold them: do without
         log.warning("memory plan of %s: %s; keeping the %d-byte arena without memory events",
                     plan.graph_name, err, peak)

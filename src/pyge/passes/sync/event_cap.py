@@ -34,6 +34,7 @@ import logging
 from ...errors import PlanError
 from ...plan.order import host_order
 from ...plan.plan import LAUNCH, RECORD, WAIT, Plan
+from .lifetimes import event_lifetimes
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,6 @@ CAP_KEY = "pyge.maxEventNum"
 def meet_cap(plan: Plan, cap: int) -> int:
     """Delay RECORD steps of `plan` until at most `cap` events are alive at once in the host
     order; returns how many moves that took. Raises PlanError, plan unchanged, if it cannot."""
-    from .event_ids import event_lifetimes
     saved = [list(steps) for steps in plan.streams]
     saved_cap = plan.options.get(CAP_KEY)
     plan.options[CAP_KEY] = str(cap)       # the host order merges under the cap (plan/order.py)

@@ -33,29 +33,11 @@ from __future__ import annotations
 import heapq
 import logging
 
-from ...errors import PlanError
-from ...plan.order import host_order
-from ...plan.plan import RECORD, WAIT, Plan
+from ...plan.plan import Plan
+from .event_cap import meet_cap
+from .lifetimes import event_lifetimes
 
 log = logging.getLogger(__name__)
-
-
-def event_lifetimes(plan: Plan) -> list[tuple[int, int]]:
-    """Per logical event, (host position of its RECORD, host position of its last WAIT)."""
-    n = len(plan.events)
-    start, end = [-1] * n, [-1] * n
-    for t, (s, i) in enumerate(host_order(plan)):
-        st = plan.streams[s][i]
-        if st.kind == RECORD:
-            if start[st.arg] >= 0:
-                raise PlanError(f"event {plan.events[st.arg]} is recorded twice")
-            start[st.arg] = t
-        elif st.kind == WAIT:
-            end[st.arg] = max(end[st.arg], t)
-    for k in range(n):
-        if start[k] < 0:
-            raise PlanError(f"event {plan.events[k]} is never recorded")
-    return [(start[k], max(start[k], end[k])) for k in range(n)]
 
 
 def colour_intervals(spans: list[tuple[int, int]]) -> list[int]:
@@ -86,7 +68,6 @@ def assign_event_ids(plan: Plan, max_events: int = 0) -> int:
     """
     cap = int(max_events)
     if cap > 0 and plan.events:
-        from .event_cap import meet_cap
         meet_cap(plan, cap)
     ids = colour_intervals(event_lifetimes(plan))
     needed = 1 + max(ids, default=-1)
