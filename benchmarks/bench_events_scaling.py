@@ -7,14 +7,14 @@
 Random DAGs: each node reads up to 3 of the previous 64 nodes (networks are local), 5% of
 nodes carry a control edge. Three tables:
 
-1. the synchronisation passes (11 insert_events, 12 assign_event_ids, 14 verify_plan) on
-   plans made directly (events_random.spec_to_plan), streams uniform at random (the worst
+1. the synchronisation passes (insert_events, assign_event_ids, verify_plan) on plans made
+   directly (pyge.testing.random_dags.spec_to_plan), streams uniform at random (the worst
    case for events): seconds per pass, events kept against cross-stream edges, physical ids;
-2. the memory plan (13 plan_memory, then verify_plan again) on the same plans, every value a
+2. the memory plan (plan_memory, then verify_plan again) on the same plans, every value a
    (2, 3) float32 tensor (256 B in the arena), nodes nobody reads being graph outputs:
    seconds, arena, memory events added;
 3. a full `pyge.compile` of the same DAG built as a graph (Relu/Abs/Identity/Add/Sum on a
-   (2, 3) tensor, events_random.spec_to_graph): seconds per compiler pass, from
+   (2, 3) tensor, pyge.testing.random_dags.spec_to_graph): seconds per compiler pass, from
    model.compile_timings. Modes: `LoadBalance:N` (ge.autoMultistreamParallelMode) or
    `random:N` (a custom stream pass putting each node on one of N streams at random).
 
@@ -40,7 +40,8 @@ from pyge.passes.verify.checks import verify_plan
 from pyge.plan.plan import value_nbytes
 
 SHORT = {"clone": "clone", "check_ops": "check", "infer_types": "infer", "fold_constants": "fold",
-         "fuse_conv_bn": "fuse", "assign_engines": "eng", "allocate_streams": "streams",
+         "fuse_conv_bn": "fuse_bn", "fuse_conv_act": "fuse_act", "fuse_affine": "affine",
+         "fuse_shuffle": "shuffle", "assign_engines": "eng", "allocate_streams": "streams",
          "stream_policy": "policy", "custom_passes": "custom", "renumber_streams": "renum",
          "build_plan": "build", "insert_events": "events", "assign_event_ids": "ids",
          "plan_memory": "memory", "verify": "verify"}

@@ -1,4 +1,4 @@
-"""The ATen -> ONNX dispatch table used by ``torch_export``: elementwise ops and reductions.
+"""ATen -> ONNX emitters for ``torch_export``: elementwise ops and reductions.
 
 ``OPS`` maps an ATen overload (``torch.ops.aten.add.Tensor``) to an emitter
 ``fn(cx, a) -> Value | list[Value | None]``: ``cx`` is a ``torch_export.NodeCtx`` and ``a`` the
@@ -8,14 +8,14 @@ after the FX node), helpers with ``cx.tmp``, or returns an existing Value when t
 It raises ``Unsupported(reason)`` for a configuration it cannot express.
 
 The table itself and the shared helpers are in ``aten_table``. Shape and indexing ops live in
-``torch_ops_shape``, NN ops in ``torch_ops_nn``; they add to the same table. Every ATen op in the table that torch.export would decompose is preserved instead.
+``torch_ops_shape``, NN ops in ``torch_ops_nn``; they add to the same table. Every ATen op in
+the table that torch.export would decompose is preserved instead.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..ir.graph import Value
 from .aten_table import Unsupported, aten, axis, op, promote, rank

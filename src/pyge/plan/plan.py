@@ -9,7 +9,7 @@ plan (plus the graph, for kernels); they never call passes.
 A `record e` step on stream s is placed right after the producer's launch; the matching
 `wait e` step on stream t is placed right before the consumer's launch. Physical event ids
 may be shared by several logical events whose lifetimes cannot overlap (see
-passes/event_ids.py); `Event.event_id` is the physical id used by executors.
+passes/sync/event_ids.py); `Event.event_id` is the physical id used by executors.
 """
 from __future__ import annotations
 

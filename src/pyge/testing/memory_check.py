@@ -1,5 +1,5 @@
 """A second check of a finished memory plan, from the planner's side (used by tests; the
-verifier's own check is verify_memory.py): overlapping byte ranges are ordered, release
+verifier's own check is passes/verify/memory.py): overlapping byte ranges are ordered, release
 points follow every use.
 
 Re-derives happens-before from the plan's steps (analysis.happens_before.HappensBefore.of_steps) and compares

@@ -1,4 +1,4 @@
-"""verify_memory: overlapping byte ranges must be ordered, whatever their buffer ids."""
+"""passes/verify/memory.py: overlapping byte ranges must be ordered, whatever their buffer ids."""
 from __future__ import annotations
 
 import random

@@ -1,4 +1,4 @@
-"""Engines: which kind of unit runs each op type (compiler pass 5).
+"""Engines: which kind of unit runs each op type (the assign_engines pass).
 
 GE splits a graph by engine before it allocates streams, and the stream rules depend on
 the engine's *kind* (GE's EngineConf flags):

@@ -3,7 +3,7 @@
 Model files often carry an inference BatchNormalization split into a per-channel Mul and Add,
 or (converted from Caffe) as BatchNormalization followed by a "Scale" Mul and Add: densenet121
 runs three full passes over each pre-activation tensor for what is one affine map. Each node
-of the chain computes s * x + t from x alone (fusion.affine_of: BatchNormalization, and Mul /
+of the chain computes s * x + t from x alone (_match.affine_of: BatchNormalization, and Mul /
 Add / Sub / Div by a constant), so a chain of two or more composes to one (S, T), computed in
 float64 and rounded once.
 Conditions: the constants are initializers, x is the only non-constant input, the fused

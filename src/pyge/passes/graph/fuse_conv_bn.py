@@ -1,7 +1,7 @@
 """Fold per-channel affine nodes (inference BatchNormalization, and Mul / Add / Sub / Div by a
 per-channel constant) into the Conv that feeds them.
 
-Each such node computes y = s * x + t per output channel (fusion.affine_of),
+Each such node computes y = s * x + t per output channel (_match.affine_of),
 and a chain of them composes to one (S, T). Then
 
     y = chain(Conv(x, W, B))  ==  Conv(x, W * S, B * S + T)      (S over W's axis 0)

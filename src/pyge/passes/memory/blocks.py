@@ -4,8 +4,8 @@ allocator whose free blocks remember who used them.
 Walking the nodes in `hb.order` (a topological order of happens-before), each node first
 takes bytes for its planned outputs, then gives back the values whose latest use (in that
 order) it is. A given-back block keeps the *frontier* of its previous tenants' uses
-(analysis/happens_before.py); adjacent free blocks coalesce when one frontier covers the other. A node
-p may take a free block only if that frontier happens-before p: every earlier tenant's
+(analysis/happens_before.py); adjacent free blocks coalesce when one frontier covers the
+other. A node p may take a free block only if that frontier happens-before p: every earlier tenant's
 producer and readers finished before p writes (write-after-read and write-after-write
 safe), an O(streams) test, whatever stream p runs on. On one stream every given-back block
 qualifies and this is a plain offline best-fit allocator.

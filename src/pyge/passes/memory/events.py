@@ -2,7 +2,7 @@
 
 A memory event orders an old tenant's last reader x (stream a) before the producer p of a
 new tenant of the same bytes (stream b): RECORD right after x's launch on a, WAIT right
-before p's launch on b. memory_blocks.py decides which; this module edits the step lists.
+before p's launch on b. blocks.py and pack.py decide which; this module edits the step lists.
 Physical ids are then assigned again for all events (event_ids.assign_event_ids, whose
 reuse rule covers any event), and the verifier treats a memory event like any other.
 

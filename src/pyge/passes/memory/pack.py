@@ -2,12 +2,12 @@
 only if they are ordered.
 
 Values v and w are *compatible* (may overlap) when every use of one (its producer and
-readers, summarised as a frontier, analysis/happens_before.py) happens-before the producer of the
-other: an O(streams) test.
+readers, summarised as a frontier, analysis/happens_before.py) happens-before the producer
+of the other: an O(streams) test.
 
 Two packers:
 
-- `pack_blocks` (memory_blocks.py), near-linear: replays producers in happens-before
+- `pack_blocks` (blocks.py), near-linear: replays producers in happens-before
   order like a best-fit allocator over free blocks. It is always run.
 - `pack_by_size` here, as TFLite's greedy-by-size: largest value first, each at the lowest
   offset that overlaps no incompatible value already placed (first fit). It often packs
@@ -82,7 +82,7 @@ def pack_by_size(items: list[Item], hb: HappensBefore, edges: list | None = None
     value with the placed ones are found with numpy over the dense clock rows (the pairwise
     test is the quadratic part; vectorised it stays well under a second at BY_SIZE_LIMIT).
 
-    With `edges` (a list), memory events may be added as in memory_blocks.py: when first
+    With `edges` (a list), memory events may be added as in blocks.py: when first
     fit would take the arena past `limit`, the value may instead go where every value in
     the way is *orderable* with it (one's last use precedes the other's producer in
     hb.order, so an edge from those uses cannot close a cycle); the edges are added to hb

@@ -5,17 +5,18 @@ Two products:
 1. **Arena layout.** Every planned intermediate (a tensor of static size that is neither a
    graph input, output nor constant) gets an offset in one arena. Two values may share
    bytes only if one's producer and every reader *happen-before* the other's producer
-   (analysis/happens_before.py: vector clocks over stream order and Send/Recv steps). Along one stream
-   that is plain program order; across streams it holds only where an event chain orders
-   the last use before the new definition. Without that rule a side stream could overwrite
+   (analysis/happens_before.py: vector clocks over stream order and Send/Recv steps). Along
+   one stream that is plain program order; across streams it holds only where an event
+   chain orders the last use before the new definition. Without that rule a side stream could overwrite
    bytes another stream is still reading (write-after-read across streams).
-   Packing: memory_blocks.pack_blocks (near-linear, always) and memory_pack.pack_by_size
+   Packing: blocks.pack_blocks (near-linear, always) and pack.pack_by_size
    (greedy by size, quadratic but vectorised, up to BY_SIZE_LIMIT values); the smaller
    arena wins.
    `PlanValue.buffer` names a `MemoryPlan.buffers` entry: values placed at the same offset
    share one buffer (its tenants, necessarily ordered, since they overlap). Buffers may
    overlap one another too, and the rule is the same: **any two values whose byte ranges
-   [offset, offset + nbytes) overlap are ordered**; verify_memory.check_overlaps checks it.
+   [offset, offset + nbytes) overlap are ordered**; the verifier checks it
+   (passes/verify/memory.check_overlaps).
 
 2. **Release points** (`PlanNode.free_after`). A value is released after a node m only if
    every reader (and the producer) happens-before-or-is m. On the CPU a release drops the
@@ -32,7 +33,7 @@ Event(reason="memory") edges, each from an old tenant's last reader to a new ten
 producer, only where growing the arena past a limit is the alternative, and only from a
 reader that precedes the producer in a topological order of happens-before (so never a
 cycle or deadlock), preferring readers that finish earliest in the merged launch order
-(memory_blocks.py, memory_pack.py). Trials: each packer with the limit at 1.15x, then 1x,
+(blocks.py, pack.py). Trials: each packer with the limit at 1.15x, then 1x,
 the single-stream peak; kept: the one within 1.15x with the fewest events, else the
 smallest arena, if smaller than without events. The single-stream peak is that of the same
 nodes planned in index order on one stream (what ge.enableSingleStream=true plans); it is
@@ -42,7 +43,7 @@ them, they are dropped and the layout without them is kept. plan_memory first re
 events of an earlier run, so it is idempotent.
 
 `peak_bytes` is the arena size; `no_reuse_bytes` the arena size with one region per value
-(both with offsets aligned to memory_pack.ALIGN bytes, so the two compare like for like).
+(both with offsets aligned to pack.ALIGN bytes, so the two compare like for like).
 With `pyge.memoryReuse=false` every value gets its own region and no event is added.
 """
 from __future__ import annotations

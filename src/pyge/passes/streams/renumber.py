@@ -1,4 +1,4 @@
-"""Renumber used stream ids to 0..N-1 with no holes (compiler pass 9, GE's
+"""Renumber used stream ids to 0..N-1 with no holes (the renumber_streams pass, GE's
 RefreshContinuousStreams).
 
 Ids keep their relative order (the smallest used id becomes 0), over the root graph and all

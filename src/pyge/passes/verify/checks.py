@@ -1,4 +1,4 @@
-"""Pass 14 and model.verify(): check a finished plan, independently of the code that built it.
+"""The verify pass and model.verify(): check a finished plan, independently of the code that built it.
 
 Checks, in order (the first failure raises VerificationError naming the culprit):
   1. structure: every step points at an existing node or event; every node is launched
@@ -11,8 +11,8 @@ Checks, in order (the first failure raises VerificationError naming the culprit)
      source stream, its WAIT precedes its destination node;
   5. physical ids: replaying the host enqueue order, every WAIT binds to the RECORD of its
      own logical event (no reuse of an id while an earlier user still waits);
-  6. memory (verify_memory.py): buffer reuse and release points (write-after-read);
-  7. collectives (verify_collectives.py): totally ordered, so every rank issues them alike.
+  6. memory (memory.py): buffer reuse and release points (write-after-read);
+  7. collectives (collectives.py): totally ordered, so every rank issues them alike.
 Near-linear: O(steps x streams) for the clocks, O(1) per dependency afterwards.
 """
 from __future__ import annotations

@@ -1,7 +1,11 @@
 """Happens-before of a finished plan, recomputed from its step lists alone.
 
 Written independently of the passes that built the plan (it reads only `Plan.streams` and
-`Plan.events`), so that a bug in event insertion cannot hide itself from the verifier.
+`Plan.events`), so that a bug in event insertion cannot hide itself from the verifier. That
+is why this is a second happens-before, on purpose: the events pass and the memory planner
+share analysis/happens_before.py, and the verifier must not trust it. Its model differs in
+the detail too: it replays the steps themselves (a RECORD also carries the WAITs before it on
+its stream), where the shared module reduces events to launch-to-launch edges.
 
 The model: each stream is a total order of its steps; a WAIT on event k happens after the
 RECORD of event k; a RECORD captures everything launched before it on its stream. The

@@ -1,11 +1,11 @@
-"""verify(), check 7: every rank issues the plan's collectives in one order.
+"""verify(), the collectives check: every rank issues the plan's collectives in one order.
 
 A collective completes only when every rank has issued it, and every rank runs the same
 plan. If two collectives are not ordered by the plan's happens-before (stream order and
 events), thread or device timing may issue them A-then-B on one rank and B-then-A on
 another, and then each waits for the other until the collective times out. So the collectives must be totally ordered.
 
-Checked on the replayed clocks of verify_hb.PlanClocks, not on the passes that built the
+Checked on the replayed clocks of clocks.PlanClocks, not on the passes that built the
 plan: sort the collectives by their position in the replay (a linear extension of
 happens-before); they are totally ordered exactly when each one happens before the next in
 that list (a chain is total, and in a total order the replay's order is the order itself).
