@@ -6,7 +6,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyge.analysis.dag import (bottom_levels, heaviest_chain, list_schedule, longest_path,
+from pyge.analysis.dag import (bottom_levels, depths, heaviest_chain, list_schedule, longest_path,
                                reach_sets, successors, topological_order)
 
 
@@ -92,6 +92,19 @@ def test_bottom_levels_are_the_heaviest_paths_to_an_exit(dag, edge):
     for v in range(len(preds)):
         want = max(sum(w[x] for x in p) + edge * (len(p) - 1) for p in _paths_from(v, succs))
         assert abs(levels[v] - want) < 1e-9
+
+
+@settings(max_examples=100, deadline=None)
+@given(topo_dags())
+def test_depths_count_the_most_edges_from_a_source(dag):
+    preds, _ = dag
+    succs = successors(preds)
+    d = depths(preds)
+    sources = [v for v in range(len(preds)) if not preds[v]]
+    for v in range(len(preds)):
+        longest = max(len(p) - 1 for s in sources for p in _paths_from(s, succs) if v in p
+                      for p in [p[:p.index(v) + 1]])
+        assert d[v] == longest
 
 
 @settings(max_examples=100, deadline=None)

@@ -1,6 +1,7 @@
-"""DAG algorithms on integer-numbered nodes: topological order, bottom levels, longest paths,
-ancestor sets and list scheduling. One home for each, used by the events and memory passes,
-the stream policies, the simulator, profiling and the CPU executor.
+"""DAG algorithms on integer-numbered nodes: topological order, depths, bottom levels,
+longest paths, ancestor sets and list scheduling. One home for each, used by the events and
+memory passes, the stream policies, the automatic modes, the simulator, profiling and the
+CPU executor.
 
 A DAG is given as `preds` (per node, the nodes it depends on), sometimes also as `succs`
 (`successors(preds)`); costs and weights are per node. Functions that take no order assume
@@ -55,6 +56,16 @@ def topological_order(preds: Sequence[Sequence[int]], smallest_first: bool = Tru
             if indeg[w] == 0:
                 queue.append(w)
     return order, succs
+
+
+def depths(preds: Sequence[Sequence[int]]) -> list[int]:
+    """Per node, the most edges on a path from a source to it (0 for a source): its level
+    in an as-soon-as-possible layering. Nodes numbered topologically."""
+    out = [0] * len(preds)
+    for i, ps in enumerate(preds):
+        if ps:
+            out[i] = 1 + max(out[p] for p in ps)
+    return out
 
 
 def bottom_levels(succs: Sequence[Sequence[int]], cost: Sequence[float],
