@@ -42,7 +42,7 @@ from .options import Options, parse_options
 from .passes.conditions import (ACYCLIC, COLLECTIVES_CHAINED, DENSE_STREAMS, ENGINES_ASSIGNED,
                                 EVENT_IDS_DENSE, EVENTS_PLACED, MEMORY_PLANNED, NO_EVENTS_YET,
                                 OPS_SUPPORTED, OWNED, PLAN_BUILT, STREAMS_ASSIGNED,
-                                STREAMS_IN_RANGE, WELL_FORMED)
+                                STREAMS_IN_RANGE)
 from .passes.custom import run_stream_passes
 from .passes.custom.plugins import ensure_plugins_loaded
 from .passes.graph import (check_ops, engines, fold_constants, fuse_affine, fuse_conv_act,
@@ -181,7 +181,7 @@ def _verify(st: CompileState) -> PassResult:
 # -- the order ----------------------------------------------------------------------------
 
 GRAPH_PASSES = [
-    Pass("clone", _clone, ensures=(OWNED, ACYCLIC, WELL_FORMED)),
+    Pass("clone", _clone, ensures=(OWNED, ACYCLIC)),
     Pass("check_ops", _check_ops, requires=(OWNED,), ensures=(OPS_SUPPORTED,)),
     BEFORE_INFER_SHAPE,
     Pass("infer_types", _infer, requires=(OWNED,), dump_stage="InferShapes"),

@@ -2,8 +2,9 @@
 
 Each is a cheap walk over the graph or the plan that returns None when the fact holds, else a
 line naming the first culprit. pyge/compiler.py attaches them to its passes; once a pass has
-ensured one it must hold for the rest of the pipeline, which the InvariantInstrument checks
-(together with PLAN_VERIFIES, the full verifier, registered here as an invariant).
+ensured one it must hold for the rest of the pipeline, which the InvariantInstrument checks,
+together with the two registered here as invariants: WELL_FORMED (use lists and producers
+agree, from clone on) and PLAN_VERIFIES (the full verifier, from insert_events on).
 """
 from __future__ import annotations
 
@@ -233,4 +234,7 @@ MEMORY_PLANNED = Condition("memory_planned", _memory)
 COLLECTIVES_CHAINED = Condition("collectives_chained", _collectives_chained)
 PLAN_VERIFIES = Condition("plan_verifies", _verifies)
 
+# Too costly for every compile, and true by construction outside a bug: checked by the
+# InvariantInstrument only (the IR's setters keep use lists; the verifier is pass `verify`).
+register_invariant("clone", WELL_FORMED)
 register_invariant("insert_events", PLAN_VERIFIES)
