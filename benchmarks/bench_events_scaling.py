@@ -7,14 +7,14 @@
 Random DAGs: each node reads up to 3 of the previous 64 nodes (networks are local), 5% of
 nodes carry a control edge. Three tables:
 
-1. the synchronisation passes (11 insert_events, 12 assign_event_ids, 14 verify_plan) on
-   plans made directly (events_random.spec_to_plan), streams uniform at random (the worst
+1. the synchronisation passes (insert_events, assign_event_ids, verify_plan) on plans made
+   directly (pyge.testing.random_dags.spec_to_plan), streams uniform at random (the worst
    case for events): seconds per pass, events kept against cross-stream edges, physical ids;
-2. the memory plan (13 plan_memory, then verify_plan again) on the same plans, every value a
+2. the memory plan (plan_memory, then verify_plan again) on the same plans, every value a
    (2, 3) float32 tensor (256 B in the arena), nodes nobody reads being graph outputs:
    seconds, arena, memory events added;
 3. a full `pyge.compile` of the same DAG built as a graph (Relu/Abs/Identity/Add/Sum on a
-   (2, 3) tensor, events_random.spec_to_graph): seconds per compiler pass, from
+   (2, 3) tensor, pyge.testing.random_dags.spec_to_graph): seconds per compiler pass, from
    model.compile_timings. Modes: `LoadBalance:N` (ge.autoMultistreamParallelMode) or
    `random:N` (a custom stream pass putting each node on one of N streams at random).
 
@@ -33,14 +33,15 @@ import argparse
 import random
 import time
 
-from pyge.passes.event_ids import assign_event_ids
-from pyge.passes.events import insert_events
-from pyge.passes.events_random import fixed_streams_pass, random_spec, spec_to_graph, spec_to_plan
-from pyge.passes.verify import verify_plan
+from pyge.passes.sync.event_ids import assign_event_ids
+from pyge.passes.sync.events import insert_events
+from pyge.testing.random_dags import fixed_streams_pass, random_spec, spec_to_graph, spec_to_plan
+from pyge.passes.verify.checks import verify_plan
 from pyge.plan.plan import value_nbytes
 
 SHORT = {"clone": "clone", "check_ops": "check", "infer_types": "infer", "fold_constants": "fold",
-         "fuse_conv_bn": "fuse", "assign_engines": "eng", "allocate_streams": "streams",
+         "fuse_conv_bn": "fuse_bn", "fuse_conv_act": "fuse_act", "fuse_affine": "affine",
+         "fuse_shuffle": "shuffle", "assign_engines": "eng", "allocate_streams": "streams",
          "stream_policy": "policy", "custom_passes": "custom", "renumber_streams": "renum",
          "build_plan": "build", "insert_events": "events", "assign_event_ids": "ids",
          "plan_memory": "memory", "verify": "verify"}
@@ -67,7 +68,7 @@ def run_events(n: int, streams: int, seed: int = 0) -> dict:
 
 
 def run_memory(r: dict) -> dict:
-    from pyge.passes.memory import plan_memory
+    from pyge.passes.memory.planner import plan_memory
     plan, spec = r["plan"], r["spec"]
     read = {p for ps in spec.preds for p in ps}
     for v in plan.values:
@@ -155,7 +156,7 @@ def main() -> None:
                     help="memory.SLACK = 0: add memory events past 1.15x however few bytes")
     args = ap.parse_args()
     if args.force_memory_events:
-        from pyge.passes import memory
+        from pyge.passes.memory import planner as memory
         memory.SLACK = 0
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     if not args.skip_passes:

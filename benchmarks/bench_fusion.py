@@ -17,10 +17,10 @@ import numpy as np
 import onnx
 
 import pyge
-import pyge.passes.fuse_affine as fa
-import pyge.passes.fuse_conv_act as fca
-import pyge.passes.fuse_conv_bn as fcb
-import pyge.passes.fuse_shuffle as fsh
+import pyge.passes.graph.fuse_affine as fa
+import pyge.passes.graph.fuse_conv_act as fca
+import pyge.passes.graph.fuse_conv_bn as fcb
+import pyge.passes.graph.fuse_shuffle as fsh
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 SINGLE = {"ge.enableSingleStream": "true"}

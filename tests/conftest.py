@@ -1,4 +1,8 @@
-"""Shared test fixtures: where the onnx package's test data lives, and the GPU marker."""
+"""Shared test fixtures: where the onnx package's test data lives, and the GPU marker.
+
+Every compilation in the suite (subprocesses too) re-checks the pass contracts after every
+pass: the InvariantInstrument of pyge/passes/pipeline.py.
+"""
 from __future__ import annotations
 
 import os
@@ -6,6 +10,8 @@ from pathlib import Path
 
 import onnx
 import pytest
+
+os.environ.setdefault("PYGE_CHECK_INVARIANTS", "1")
 
 ONNX_DATA = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data"
 

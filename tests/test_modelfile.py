@@ -15,7 +15,8 @@ from onnx import TensorProto, helper
 import pyge
 from pyge.builtin_models import inception_block, random_inputs
 from pyge.errors import ModelFileError
-from pyge.modelfile import FORMAT_VERSION, MAGIC, is_model_file, load_model
+from pyge.model import load_model
+from pyge.modelfile import FORMAT_VERSION, MAGIC, is_model_file
 
 # (GE's clusters keep a connected one-engine graph on one stream; pyge's per-node rules split it)
 PARALLEL = {"ge.streamMaxParallelNum": "4", "pyge.streamAllocation": "nodes"}

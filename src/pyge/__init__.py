@@ -34,7 +34,7 @@ from .errors import (CustomPassError, DistributedError, DumpError, ExecutionErro
                      OptionError, PassError, PlanError, PluginError, PygeError,
                      UnsupportedOperatorError, VerificationError)
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 # public name -> (module relative to pyge, attribute in it; None: the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -57,11 +57,11 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "GRAPH_SUCCESS": (".passes.custom", "GRAPH_SUCCESS"),
     "GRAPH_FAILED": (".passes.custom", "GRAPH_FAILED"),
     "GRAPH_PARAM_INVALID": (".passes.custom", "GRAPH_PARAM_INVALID"),
-    "register_engine": (".passes.engines", "register_engine"),
+    "register_engine": (".passes.graph.engines", "register_engine"),
     "examples": (".examples", None),
     "Session": (".session", "Session"),
     "SessionError": (".session", "SessionError"),
-    "load_model": (".modelfile", "load_model"),
+    "load_model": (".model", "load_model"),
     "save_model": (".modelfile", "save_model"),
 }
 

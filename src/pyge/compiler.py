@@ -1,28 +1,26 @@
-"""pyge.compile: graph -> CompiledModel, through a numbered sequence of named passes.
+"""pyge.compile: graph -> CompiledModel, through the two pass lists below.
 
-     1 clone             work on a copy: a failed compile leaves the user's graph untouched
-     2 check_ops         every op has a kernel (UnsupportedOperatorError lists them all)
-     3 infer_types       ONNX type/shape inference on the copy
-    3a collectives       (com.microsoft AllReduce/AllGather/AllToAll) the process group,
-                         checks against it, their output types, pyge.collectiveTimeout
-     4 fold_constants    (ge.exec.enableFusion) constant subgraphs become initializers
-     5 fuse_conv_bn      (ge.exec.enableFusion) per-channel affine chains (BatchNormalization,
-                         Mul/Add/Sub/Div by constants) folded into their Conv, then
-                         Conv(+Add)(+Relu) fused into one oneDNN call (FusedConv), other
-                         affine chains (+Relu) into one addcmul (pyge.MulAdd), and
-                         Reshape->Transpose->Reshape channel shuffles into pyge.ChannelShuffle
-     6 assign_engines    every node gets an engine (compute, skip, independent, attach)
-     7 allocate_streams  GE's built-in chain on engine clusters, or single stream
-     8 stream_policy     (pyge.streamPolicy / pyge.policyFile) a built-in policy pass
-     9 custom_passes     the stream passes, once per model: GE's DAG pass (automatic mode),
-                         then the user's; afterwards control-flow bodies follow their node
-    10 renumber_streams  used ids -> 0..N-1
-    11 build_plan        per-stream launch lists
-   11a order_collectives one issue order of the collectives on every rank (control edges)
-    12 insert_events     minimal Send/Recv pairs
-    13 assign_event_ids  reuse physical event ids
-    14 plan_memory       stream-aware buffer reuse and release points
-    15 verify            happens-before, deadlock freedom, reuse safety (pyge.verify)
+GRAPH_PASSES run once per compilation, on the compiler's copy of the graph: copy it,
+check operators, infer types (the collectives' too), fold constants, the four fusions,
+assign engines. MODEL_PASSES
+run once per compiled (sub-)model: stream allocation (GE's chain on engine clusters), the
+stream policy, the stream passes (GE's DAG pass of the automatic mode, then the user's;
+control-flow bodies then follow their node), renumbering, then the plan, one order of its
+collectives, its events, event ids, memory plan and verification.
+Today a graph compiles to one static model; a dynamic-shape partitioner would run the model
+passes once per static sub-model (`run_model_passes` on each sub-model's state).
+
+These lists are the one statement of the pass order: documentation names passes, not
+positions. Each pass's `requires` / `ensures` are Conditions (passes/conditions.py) that
+run_pipeline checks (passes/pipeline.py).
+
+The StagePoints mark where GE's custom graph passes (`custom_pass_fn`) of each stage run:
+BEFORE_INFER_SHAPE after check_ops, AFTER_INFER_SHAPE after type inference (infer_types and
+the collectives' types),
+AFTER_BUILTIN_FUSION_PASS after the fusions, AFTER_ORIGIN_GRAPH_OPTIMIZE at the end of the
+graph passes. `run_graph_passes(state, on_stage)` calls `on_stage(stage name, state)` at
+each; a pass run there must leave the graph as the later passes require (the conditions
+already established, checked after it by the InvariantInstrument in tests).
 """
 from __future__ import annotations
 
@@ -30,188 +28,251 @@ import gc
 import itertools
 import logging
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from .errors import GraphError, PygeError, UnsupportedOperatorError
+from . import model_path
+from .devices import check_device
+from .dumps import Dumper
+from .errors import GraphError, PygeError
+from .frontends.onnx_loader import load_onnx
 from .ir.clone import clone_graph
 from .ir.graph import Graph
+from .model import CompiledModel
 from .options import Options, parse_options
-from .passes.pipeline import CompileState, Pass, run_pipeline
+from .passes.conditions import (ACYCLIC, COLLECTIVES_CHAINED, DENSE_STREAMS, ENGINES_ASSIGNED,
+                                EVENT_IDS_DENSE, EVENTS_PLACED, MEMORY_PLANNED, NO_EVENTS_YET,
+                                OPS_SUPPORTED, OWNED, PLAN_BUILT, STREAMS_ASSIGNED,
+                                STREAMS_IN_RANGE)
+from .passes.custom import run_stream_passes
+from .passes.custom.plugins import ensure_plugins_loaded
+from .passes.graph import (check_ops, engines, fold_constants, fuse_affine, fuse_conv_act,
+                           fuse_conv_bn, fuse_shuffle, infer_types)
+from .passes.graph import collectives as graph_collectives
+from .passes.memory import planner as memory
+from .passes.pipeline import (UNCHANGED, CompileState, Pass, PassResult, StagePoint, changed,
+                              run_pipeline)
+from .passes.policies import apply_policy
+from .passes.policies.defaults import with_default_policy
+from .passes.streams import allocate_streams, follow_parents
+from .passes.streams.renumber import renumber_streams
+from .passes.sync import collectives as sync_collectives
+from .passes.sync import event_ids, events
+from .passes.verify.checks import verify_plan
+from .plan.build import build_plan
 
 log = logging.getLogger(__name__)
 _graph_ids = itertools.count(1)
 
+BEFORE_INFER_SHAPE = StagePoint("BEFORE_INFER_SHAPE")
+AFTER_INFER_SHAPE = StagePoint("AFTER_INFER_SHAPE")
+AFTER_BUILTIN_FUSION_PASS = StagePoint("AFTER_BUILTIN_FUSION_PASS")
+AFTER_ORIGIN_GRAPH_OPTIMIZE = StagePoint("AFTER_ORIGIN_GRAPH_OPTIMIZE")
 
-def _clone(st: CompileState) -> None:
-    st.graph = clone_graph(st.graph)
+
+# -- the passes as functions of the state (the algorithms live in their own files) --------
+
+def _stream_ids(graph: Graph) -> list[int]:
+    return [n.stream_id for g in graph.all_graphs() for n in g.nodes]
+
+
+def _clone(st: CompileState) -> PassResult:
+    if st.source is None:
+        st.source = st.graph
+    st.graph = clone_graph(st.source)
     for g in st.graph.all_graphs():
         g.sort()
+    return PassResult(True, "copied")
 
 
-def _check_ops(st: CompileState) -> None:
-    from .kernels.registry import is_supported, opset_of
-    missing: dict[str, str] = {}
-    for g in st.graph.all_graphs():
-        for n in g.nodes:
-            if not is_supported(n.op_type, n.domain, opset_of(n)):
-                key = f"{n.domain + '.' if n.domain else ''}{n.op_type}"
-                missing.setdefault(key, n.name)
-    if missing:
-        raise UnsupportedOperatorError(missing)
+def _check_ops(st: CompileState) -> PassResult:
+    check_ops.check_ops(st.graph)
+    return UNCHANGED
 
 
-def _infer(st: CompileState) -> None:
-    from .frontends.onnx_loader import refine_types
-    refine_types(st.graph)
+def _infer(st: CompileState) -> PassResult:
+    return changed(infer_types.infer_types(st.graph), "values typed")
 
 
-def _collectives(st: CompileState) -> None:
-    from .passes.collectives import prepare_collectives
-    prepare_collectives(st.graph, st.device, st.options["pyge.collectiveTimeout"])
+def _collectives(st: CompileState) -> PassResult:
+    timeout = st.options["pyge.collectiveTimeout"]
+    return changed(graph_collectives.prepare_collectives(st.graph, st.device, timeout), "collectives")
 
 
-def _fold(st: CompileState) -> None:
-    if st.options["ge.exec.enableFusion"]:
-        from .passes.fold_constants import fold_constants
-        fold_constants(st.graph)
+def _when_fusing(module, fn: str, what: str) -> Callable[[CompileState], PassResult]:
+    """`module.fn(graph)` if ge.exec.enableFusion, looked up at call time (so that a caller
+    may swap one fusion out, as benchmarks/bench_fusion.py does)."""
+    def run(st: CompileState) -> PassResult:
+        if not st.options["ge.exec.enableFusion"]:
+            return UNCHANGED
+        return changed(getattr(module, fn)(st.graph), what)
+    return run
 
 
-def _fuse(st: CompileState) -> None:
-    if st.options["ge.exec.enableFusion"]:
-        from .passes.fuse_affine import fuse_affine
-        from .passes.fuse_conv_act import fuse_conv_act
-        from .passes.fuse_conv_bn import fuse_conv_bn
-        from .passes.fuse_shuffle import fuse_channel_shuffle
-        fuse_conv_bn(st.graph)
-        fuse_conv_act(st.graph)
-        fuse_affine(st.graph)
-        fuse_channel_shuffle(st.graph)
+def _engines(st: CompileState) -> PassResult:
+    before = [n.engine for g in st.graph.all_graphs() for n in g.nodes]
+    engines.assign_engines(st.graph)
+    return PassResult(before != [n.engine for g in st.graph.all_graphs() for n in g.nodes])
 
 
-def _engines(st: CompileState) -> None:
-    from .passes.engines import assign_engines
-    assign_engines(st.graph)
-
-
-def _streams(st: CompileState) -> None:
-    from .passes.streams import allocate_streams
+def _streams(st: CompileState) -> PassResult:
     st.max_stream_id = allocate_streams(st.graph, st.options).max_drawn
+    return PassResult(True, f"stream ids up to {st.max_stream_id} drawn")
 
 
-def _policy(st: CompileState) -> None:
+def _policy(st: CompileState) -> PassResult:
     if st.options.single_stream:
-        return
-    if st.options["pyge.streamPolicy"] != "ge" or st.options["pyge.policyFile"]:
-        from .passes.policies import apply_policy
-        apply_policy(st.graph, st.options)
+        return UNCHANGED
+    if st.options["pyge.streamPolicy"] == "ge" and not st.options["pyge.policyFile"]:
+        return UNCHANGED
+    before = _stream_ids(st.graph)
+    apply_policy(st.graph, st.options)
+    return PassResult(before != _stream_ids(st.graph))
 
 
-def _custom(st: CompileState) -> None:
+def _custom(st: CompileState) -> PassResult:
     if st.options.single_stream:
-        return  # GE: with ge.enableSingleStream=true no custom stream pass runs
-    from .passes.custom import run_stream_passes
-    from .passes.streams import follow_parents
+        return UNCHANGED  # GE: with ge.enableSingleStream=true no custom stream pass runs
     on_stage = st.dumper.stage if st.dumper is not None else None
+    before = _stream_ids(st.graph)
     # a policy may have used ids beyond those the built-in chain drew
     drawn = max([st.max_stream_id] + [n.stream_id for n in st.graph.nodes])
     result = run_stream_passes(st.graph, st.options, drawn, on_stage)
     st.max_stream_id = result.max_stream_id
     st.custom_ids = set(result.custom_ids)
     follow_parents(st.graph)
+    return PassResult(before != _stream_ids(st.graph), f"{len(st.custom_ids)} ids allocated")
 
 
-def _renumber(st: CompileState) -> None:
-    from .passes.renumber import renumber_streams
+def _renumber(st: CompileState) -> PassResult:
+    before = _stream_ids(st.graph)
     st.num_streams, st.custom_streams = renumber_streams(st.graph, st.custom_ids)
+    return PassResult(before != _stream_ids(st.graph), f"{st.num_streams} streams")
 
 
-def _build(st: CompileState) -> None:
-    from .plan.build import build_plan
+def _build(st: CompileState) -> PassResult:
     st.plan = build_plan(st.graph, st.num_streams, st.custom_streams, st.options.as_dict())
+    return PassResult(True, f"{len(st.plan.nodes)} nodes")
 
 
-def _order_collectives(st: CompileState) -> None:
-    from .passes.collectives import order_collectives
-    order_collectives(st.plan, st.graph)
+def _order_collectives(st: CompileState) -> PassResult:
+    return changed(sync_collectives.order_collectives(st.plan, st.graph), "control edges")
 
 
-def _events(st: CompileState) -> None:
-    from .passes.events import insert_events
-    insert_events(st.plan)
+def _events(st: CompileState) -> PassResult:
+    return changed(events.insert_events(st.plan), "events")
 
 
-def _event_ids(st: CompileState) -> None:
-    from .passes.event_ids import assign_event_ids
-    assign_event_ids(st.plan, st.options["pyge.maxEventNum"])
+def _event_ids(st: CompileState) -> PassResult:
+    before = [e.event_id for e in st.plan.events]
+    used = event_ids.assign_event_ids(st.plan, st.options["pyge.maxEventNum"])
+    return PassResult(before != [e.event_id for e in st.plan.events], f"{used} physical ids")
 
 
-def _memory(st: CompileState) -> None:
-    from .passes.memory import plan_memory
-    plan_memory(st.plan, st.options)
+def _memory(st: CompileState) -> PassResult:
+    return PassResult(True, str(memory.plan_memory(st.plan, st.options)))
 
 
-def _verify(st: CompileState) -> None:
+def _verify(st: CompileState) -> PassResult:
     if st.options["pyge.verify"]:
-        from .passes.verify import verify_plan
         verify_plan(st.plan)
+    return UNCHANGED
 
 
-PIPELINE = [
-    Pass("clone", _clone, ensures=("owned", "sorted")),
-    Pass("check_ops", _check_ops, requires=("owned",), ensures=("supported",)),
-    Pass("infer_types", _infer, requires=("owned",), ensures=("typed",), dump_stage="InferShapes"),
-    Pass("collectives", _collectives, requires=("typed",), ensures=("collectives",)),
-    Pass("fold_constants", _fold, requires=("typed",), ensures=("folded",), dump_stage="FoldConstants"),
-    Pass("fuse_conv_bn", _fuse, requires=("folded",), ensures=("fused",), dump_stage="FuseConvBN"),
-    Pass("assign_engines", _engines, requires=("fused",), ensures=("engines",)),
-    Pass("allocate_streams", _streams, requires=("engines",), ensures=("streams",),
-         dump_stage="AssignLogicStream"),
-    Pass("stream_policy", _policy, requires=("streams",), ensures=("policy",), dump_stage="StreamPolicy"),
-    Pass("custom_passes", _custom, requires=("policy",), ensures=("custom",)),
-    Pass("renumber_streams", _renumber, requires=("custom",), ensures=("dense_streams",),
-         dump_stage="RenumberStreams"),
-    Pass("build_plan", _build, requires=("dense_streams",), ensures=("plan",)),
-    Pass("order_collectives", _order_collectives, requires=("plan",), ensures=("collectives_ordered",)),
-    Pass("insert_events", _events, requires=("plan",), ensures=("events",)),
-    Pass("assign_event_ids", _event_ids, requires=("events",), ensures=("event_ids",)),
-    Pass("plan_memory", _memory, requires=("event_ids",), ensures=("memory",)),
-    Pass("verify", _verify, requires=("memory",), ensures=("verified",)),
+# -- the order ----------------------------------------------------------------------------
+
+GRAPH_PASSES = [
+    Pass("clone", _clone, ensures=(OWNED, ACYCLIC)),
+    Pass("check_ops", _check_ops, requires=(OWNED,), ensures=(OPS_SUPPORTED,)),
+    BEFORE_INFER_SHAPE,
+    Pass("infer_types", _infer, requires=(OWNED,), dump_stage="InferShapes"),
+    Pass("collectives", _collectives, requires=(OWNED,)),
+    AFTER_INFER_SHAPE,
+    Pass("fold_constants", _when_fusing(fold_constants, "fold_constants", "folded"),
+         requires=(OWNED, OPS_SUPPORTED), dump_stage="FoldConstants"),
+    Pass("fuse_conv_bn", _when_fusing(fuse_conv_bn, "fuse_conv_bn", "convs folded"),
+         requires=(OWNED, ACYCLIC)),
+    Pass("fuse_conv_act", _when_fusing(fuse_conv_act, "fuse_conv_act", "fused"),
+         requires=(OWNED, ACYCLIC)),
+    Pass("fuse_affine", _when_fusing(fuse_affine, "fuse_affine", "fused"),
+         requires=(OWNED, ACYCLIC)),
+    # The dump stage keeps its name from when one pass ran every fusion: the graph after all.
+    Pass("fuse_shuffle", _when_fusing(fuse_shuffle, "fuse_channel_shuffle", "fused"),
+         requires=(OWNED, ACYCLIC), dump_stage="FuseConvBN"),
+    AFTER_BUILTIN_FUSION_PASS,
+    Pass("assign_engines", _engines, requires=(OWNED,), ensures=(ENGINES_ASSIGNED,)),
+    AFTER_ORIGIN_GRAPH_OPTIMIZE,
 ]
+
+STREAM_PASSES = [
+    Pass("allocate_streams", _streams, requires=(ENGINES_ASSIGNED,), ensures=(STREAMS_ASSIGNED,),
+         dump_stage="AssignLogicStream"),
+    Pass("stream_policy", _policy, requires=(STREAMS_ASSIGNED,), dump_stage="StreamPolicy"),
+    Pass("custom_passes", _custom, requires=(STREAMS_ASSIGNED,)),
+    Pass("renumber_streams", _renumber, requires=(STREAMS_ASSIGNED,),
+         ensures=(DENSE_STREAMS, STREAMS_IN_RANGE), dump_stage="RenumberStreams"),
+]
+
+PLAN_PASSES = [
+    Pass("build_plan", _build, requires=(STREAMS_IN_RANGE, ACYCLIC), ensures=(PLAN_BUILT,)),
+    Pass("order_collectives", _order_collectives, requires=(PLAN_BUILT, NO_EVENTS_YET),
+         ensures=(COLLECTIVES_CHAINED,)),
+    Pass("insert_events", _events, requires=(PLAN_BUILT, NO_EVENTS_YET), ensures=(EVENTS_PLACED,)),
+    Pass("assign_event_ids", _event_ids, requires=(EVENTS_PLACED,), ensures=(EVENT_IDS_DENSE,)),
+    Pass("plan_memory", _memory, requires=(EVENT_IDS_DENSE,), ensures=(MEMORY_PLANNED,)),
+    Pass("verify", _verify, requires=(MEMORY_PLANNED,)),
+]
+
+MODEL_PASSES = STREAM_PASSES + PLAN_PASSES
+
+# Every pass in order (for tools that report per-pass timings; the lists above are the source).
+PIPELINE = [p for p in GRAPH_PASSES + MODEL_PASSES if isinstance(p, Pass)]
+
+
+def run_graph_passes(st: CompileState,
+                     on_stage: Callable[[str, CompileState], None] | None = None) -> None:
+    """GRAPH_PASSES on `st`; `on_stage(name, st)` at each stage point."""
+    run_pipeline(GRAPH_PASSES, st, on_stage=on_stage)
+
+
+def run_model_passes(st: CompileState) -> None:
+    """MODEL_PASSES on one (sub-)model's state: streams, then the plan."""
+    run_pipeline(MODEL_PASSES, st)
 
 
 def compile_graph(graph: Graph | str | os.PathLike, device: str | None = None,
-                  options: Mapping[str, Any] | Options | None = None, graph_id: int | None = None):
+                  options: Mapping[str, Any] | Options | None = None,
+                  graph_id: int | None = None) -> CompiledModel:
     """Compile `graph` for `device` ("cpu", the default, or "cuda"). Returns a CompiledModel.
 
     `graph` may be a path: a .onnx file is loaded and compiled, a .pgm loaded as the offline
     model it is (on the device it was compiled for unless `device` is given; model_path.py).
     A cuda device without a usable GPU fails here, not at the first run.
     """
-    from .dumps import Dumper
-    from .model import CompiledModel
     if isinstance(graph, (str, os.PathLike)):
-        from .model_path import compile_path
-        return compile_path(graph, device, options, graph_id)
+        path = model_path.checked_path(graph)
+        if model_path.is_offline(path):
+            return model_path.load_offline(path, device, options)
+        graph = load_onnx(path)
     if not isinstance(graph, Graph):
         raise GraphError(f"pyge.compile expects a pyge.Graph or a model path, got {type(graph).__name__} "
                          "(or use pyge.load_onnx or pyge.from_torch first)")
     opts = parse_options(options)             # validate what the user gave, as given
-    dev = _check_device("cpu" if device is None else device)
-    from .executors import check_usable
+    dev = check_device("cpu" if device is None else device)
+    from .executors import check_usable           # deferred on purpose: executors load torch
     check_usable(dev)
-    from .passes.policies.defaults import with_default_policy
     opts = parse_options(with_default_policy(opts, dev))  # the device's default stream policy
-    from .passes.custom.plugins import ensure_plugins_loaded
     ensure_plugins_loaded()
     gid = graph_id if graph_id is not None else next(_graph_ids)
-    st = CompileState(graph=graph, options=opts, device=dev, graph_id=gid, dumper=Dumper.from_env(gid))
+    st = CompileState(graph=graph, options=opts, device=dev, graph_id=gid,
+                      dumper=Dumper.from_env(gid), source=graph)
     # The cyclic GC would rescan the whole (growing) heap again and again while the passes
-    # allocate millions of small objects: ~10 s of a 100k-node compile. The passes make no
-    # garbage cycles worth collecting mid-compile; collection resumes afterwards.
+    # allocate millions of small objects on large graphs. The passes make no garbage cycles
+    # worth collecting mid-compile; collection resumes afterwards.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        run_pipeline(PIPELINE, st)
+        run_graph_passes(st)
+        run_model_passes(st)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -220,12 +281,5 @@ def compile_graph(graph: Graph | str | os.PathLike, device: str | None = None,
     return CompiledModel(st.graph, st.plan, dev, opts, timings=st.timings)
 
 
-def _check_device(device: Any) -> str:
-    from .errors import OptionError
-    d = str(device)
-    if d == "cpu" or d == "cuda" or (d.startswith("cuda:") and d[5:].isdigit()):
-        return d
-    raise OptionError(f"unknown device {device!r}; accepted values: cpu, cuda, cuda:N")
-
-
-__all__ = ["compile_graph", "PIPELINE", "PygeError"]
+__all__ = ["compile_graph", "GRAPH_PASSES", "MODEL_PASSES", "PIPELINE", "run_graph_passes",
+           "run_model_passes", "PygeError"]

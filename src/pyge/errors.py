@@ -47,6 +47,18 @@ class PassError(PygeError):
     """A compiler pass (built-in or custom) failed."""
 
 
+class PreconditionError(PassError):
+    """A pass was about to run on a state that lacks what it requires (a pipeline bug)."""
+
+
+class PostconditionError(PassError):
+    """A pass finished without establishing what it ensures (a pass bug)."""
+
+
+class InvariantError(PostconditionError):
+    """A pass broke a fact an earlier pass had established (checked by InvariantInstrument)."""
+
+
 class CustomPassError(PassError):
     """A custom stream pass returned a failure status or raised."""
 

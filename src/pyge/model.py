@@ -1,4 +1,4 @@
-"""CompiledModel: what pyge.compile returns.
+"""CompiledModel: what pyge.compile and pyge.load_model return.
 
 Its front door follows the habits users bring from onnxruntime and torch:
     model.run({"x": x})                       dict: output name -> numpy array
@@ -12,15 +12,19 @@ torch tensors on the model's device instead of numpy arrays.
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
 from typing import Any, Mapping, Sequence
 
+from . import modelfile
 from .errors import InputError, PygeError
 from .ir.graph import OPTIONAL, SEQUENCE, Graph
 from .options import Options
-from .passes.fusion import ORIGINAL_NAMES
-from .plan.plan import Event, MemoryPlan, Plan
+from .passes.graph._match import ORIGINAL_NAMES
+from .passes.verify.checks import verify_plan
+from .plan.plan import LAUNCH, Event, MemoryPlan, Plan
+from .profiling import profile_model
 
 # Graph metadata key that pyge.from_torch(..., return_torch=True) writes: it travels with the
 # graph through compile, dumps and .pgm files, and makes the model hand over torch tensors.
@@ -98,6 +102,8 @@ class CompiledModel:
     @property
     def executor(self):
         if self._executor is None:
+            # Deferred on purpose: executors load torch, which reading a model file or
+            # looking at its streams does not need.
             from .executors import make_executor
             self._executor = make_executor(self.graph, self.plan, self.device, self.options)
         return self._executor
@@ -127,7 +133,7 @@ class CompiledModel:
         with self._lock:
             out = self.executor.run(named, output_names=output_names, **kwargs)
         if torch_out and self.device == "cpu":
-            from .kernels.convert import to_torch       # no copy: the arrays' own memory
+            from .kernels.convert import to_torch       # deferred (torch); no copy of the arrays
             out = {k: to_torch(v, "cpu") for k, v in out.items()}
         return list(out.values()) if ort_form else out
 
@@ -151,7 +157,6 @@ class CompiledModel:
         return out
 
     def profile(self, feeds: Mapping[str, Any], runs: int = 10, warmup: int = 1):
-        from .profiling import profile_model
         with self._lock:
             return profile_model(self, feeds, runs=runs, warmup=warmup)
 
@@ -181,7 +186,6 @@ class CompiledModel:
     @property
     def streams(self) -> list[list[str]]:
         """Per stream, its operator nodes' names in execution order."""
-        from .plan.plan import LAUNCH
         return [[self.plan.nodes[s.arg].name for s in steps if s.kind == LAUNCH]
                 for steps in self.plan.streams]
 
@@ -209,16 +213,20 @@ class CompiledModel:
 
     def verify(self) -> None:
         """Raise VerificationError if a dependency or buffer reuse is unordered across streams."""
-        from .passes.verify import verify_plan
         verify_plan(self.plan)
 
     def save(self, path) -> None:
-        from .modelfile import save_model
-        save_model(self, path)
+        modelfile.save_model(self, path)
 
     def __repr__(self) -> str:
         return (f"<CompiledModel {self.plan.graph_name!r} on {self.device}: {len(self.plan.nodes)} nodes, "
                 f"{self.num_streams} streams, {len(self.plan.events)} events>")
 
 
-__all__ = ["CompiledModel", "NodeArg", "feeds_by_name", "PygeError"]
+def load_model(path: str | os.PathLike, device: str | None = None) -> CompiledModel:
+    """Read a .pgm file (pyge/modelfile.py) into a CompiledModel, without running any
+    compiler pass; `device` overrides the one it was compiled for."""
+    return CompiledModel(*modelfile.read_model(path, device))
+
+
+__all__ = ["CompiledModel", "NodeArg", "feeds_by_name", "load_model", "PygeError"]

@@ -8,7 +8,9 @@ may only be those that act at run time (RUN_TIME_OPTIONS) or repeat what it was 
 with; any other is an OptionError that says so (recompile the source model instead).
 The command line tells a .pgm by its magic bytes; here the suffix decides, so that a
 wrong or missing suffix is an error naming the path rather than a guess. `graph_id` names
-the dumps of a compile: a .pgm is not compiled, so it writes none.
+the dumps of a compile: a .pgm is not compiled, so it writes none. compiler.compile_graph
+asks `checked_path` and `is_offline`, then loads the .onnx itself or returns `load_offline`'s
+model (this module does not import the compiler).
 """
 from __future__ import annotations
 
@@ -17,15 +19,16 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import ModelLoadError, OptionError
+from .model import CompiledModel, load_model
+from .options import parse_options
 
 SUFFIXES = (".onnx", ".pgm")
 # Options the executors read when a model runs, not the compiler: they leave a plan as it is.
 RUN_TIME_OPTIONS = ("pyge.cudaGraph", "pyge.intraOpThreads")
 
 
-def compile_path(path: str | os.PathLike, device: str | None, options: Mapping[str, Any] | None,
-                 graph_id: int | None):
-    """The CompiledModel of the model file at `path` (.onnx compiled now, .pgm loaded)."""
+def checked_path(path: str | os.PathLike) -> Path:
+    """`path` as a Path if it names an existing .onnx or .pgm file, else ModelLoadError."""
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in SUFFIXES:
@@ -36,17 +39,16 @@ def compile_path(path: str | os.PathLike, device: str | None, options: Mapping[s
         raise ModelLoadError(f"model file not found: {p}")
     if not p.is_file():
         raise ModelLoadError(f"model path is not a file: {p}")
-    if suffix == ".onnx":
-        from .compiler import compile_graph
-        from .frontends.onnx_loader import load_onnx
-        return compile_graph(load_onnx(p), device=device, options=options, graph_id=graph_id)
-    return _load_offline(p, device, options)
+    return p
 
 
-def _load_offline(p: Path, device: str | None, options: Mapping[str, Any] | None):
-    from .executors import check_usable
-    from .modelfile import load_model
-    from .options import parse_options
+def is_offline(p: Path) -> bool:
+    return p.suffix.lower() == ".pgm"
+
+
+def load_offline(p: Path, device: str | None, options: Mapping[str, Any] | None) -> CompiledModel:
+    """The offline model at `p`, with the run-time options among `options` applied."""
+    from .executors import check_usable        # deferred on purpose: executors load torch
     given = parse_options(options)           # unknown keys and bad values first, as compile does
     model = load_model(p, device=device)
     for key, value in given.raw.items():
@@ -62,4 +64,4 @@ def _load_offline(p: Path, device: str | None, options: Mapping[str, Any] | None
     return model
 
 
-__all__ = ["compile_path", "RUN_TIME_OPTIONS", "SUFFIXES"]
+__all__ = ["checked_path", "is_offline", "load_offline", "RUN_TIME_OPTIONS", "SUFFIXES"]

@@ -16,7 +16,7 @@ Loading is safe on an untrusted file: JSON and protobuf only (no pickle, no code
 checksum checked before anything is parsed, external-data tensors refused (they would make the
 loader read other files), and every index in the plan range-checked, so a crafted file fails
 with ModelFileError rather than IndexError deep inside an executor, and the plan is
-verified (pyge.passes.verify) so that one that would deadlock or race is refused too.
+verified (pyge.passes.verify.checks) so that one that would deadlock or race is refused too.
 """
 from __future__ import annotations
 
@@ -34,8 +34,13 @@ import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 
+from ._version import __version__
+from .devices import check_device
 from .errors import ModelFileError, PygeError
+from .frontends.onnx_proto import graph_to_model, model_from_proto
 from .ir.graph import Graph
+from .options import Options, parse_options
+from .passes.verify.checks import verify_plan
 from .plan.plan import LAUNCH, RECORD, WAIT, Buffer, Event, MemoryPlan, Plan, PlanNode, PlanValue, Step
 
 log = logging.getLogger(__name__)
@@ -54,7 +59,6 @@ _STREAM_ATTR = "_stream_id"
 
 def save_model(model, path: str | os.PathLike) -> Path:
     """Write `model` (a CompiledModel) to `path`; the file is replaced atomically."""
-    from . import __version__
     p = Path(path)
     header = {
         "format": "pyge-model", "pyge_version": __version__, "device": model.device,
@@ -98,7 +102,6 @@ def _umask() -> int:
 
 
 def _graph_bytes(model) -> bytes:
-    from .frontends.onnx_proto import graph_to_model
     root = {id(n) for n in model.graph.nodes}
     hook = (lambda n: {_STREAM_ATTR: int(n.stream_id)} if id(n) in root else {})
     try:
@@ -152,11 +155,9 @@ def _jsonable(key: Any, v: Any) -> bool:
 # loading
 
 
-def load_model(path: str | os.PathLike, device: str | None = None):
-    """Read a .pgm file into a CompiledModel, without running any compiler pass."""
-    from .compiler import _check_device
-    from .model import CompiledModel
-    from .options import parse_options
+def read_model(path: str | os.PathLike, device: str | None = None) -> tuple[Graph, Plan, str, Options]:
+    """Read a .pgm file: its (graph, plan, device, options), checked and verified, without
+    running any compiler pass (pyge.load_model makes the CompiledModel)."""
     p = Path(path)
     header, body = _split(p, _read(p))
     try:
@@ -164,12 +165,12 @@ def load_model(path: str | os.PathLike, device: str | None = None):
         graph = _decode_graph(body, header["node_info"])
         _check_plan(plan, graph)
         options = parse_options(header.get("options", {}))
-        dev = _check_device(device or header.get("device", "cpu"))
+        dev = check_device(device or header.get("device", "cpu"))
     except PygeError as err:
         raise ModelFileError(f"{p}: {err}") from err
     except (IndexError, KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
         raise ModelFileError(f"{p}: inconsistent model file ({type(err).__name__}: {err})") from err
-    return CompiledModel(graph, plan, dev, options)
+    return graph, plan, dev, options
 
 
 def _read(p: Path) -> bytes:
@@ -256,7 +257,6 @@ def _step(s: Any) -> Step:
 
 
 def _decode_graph(body: bytes, node_info: Any):
-    from .frontends.onnx_proto import model_from_proto
     mp = onnx.ModelProto()
     try:
         mp.ParseFromString(body)
@@ -355,7 +355,6 @@ def _check_plan(plan: Plan, graph) -> None:
     _check_against_graph(plan, graph)
     # Indices are sound; now the ordering: no deadlock, every dependency and buffer reuse
     # ordered across streams. A crafted plan that would race or hang fails here, not at run time.
-    from .passes.verify import verify_plan
     verify_plan(plan)
 
 
@@ -390,4 +389,4 @@ def _check_against_graph(plan: Plan, graph) -> None:
         raise ModelFileError("the plan's outputs do not match the graph's outputs")
 
 
-__all__ = ["save_model", "load_model", "is_model_file", "MAGIC", "FORMAT_VERSION"]
+__all__ = ["save_model", "read_model", "is_model_file", "MAGIC", "FORMAT_VERSION"]

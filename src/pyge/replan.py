@@ -3,24 +3,21 @@
 The stream passes decide streams inside pyge.compile. Tests and benchmarks also need plans
 with assignments of their own (random, one stream per branch): they compile once
 single-stream (type inference, constant folding, fusion) and re-plan the compiled graph
-with `replan`, which runs the back half of the compiler (plan, collective order, events,
-event ids, memory plan, verify) on a copy. A policy file (`pyge.policyFile`) is the
-user-facing way to the same end.
+with `replan`, which runs the compiler's PLAN_PASSES (plan, collective order, events, event
+ids, memory plan, verify) on a copy. A policy file (`pyge.policyFile`) is the user-facing way
+to the same end.
 """
 from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from .compiler import PLAN_PASSES
 from .ir.clone import clone_graph
 from .ir.graph import Graph
 from .model import CompiledModel
 from .options import parse_options
-from .passes.collectives import order_collectives
-from .passes.event_ids import assign_event_ids
-from .passes.events import insert_events
-from .passes.memory import plan_memory
-from .passes.verify import verify_plan
-from .plan.build import build_plan
+from .passes.pipeline import CompileState, run_pipeline
+from .passes.verify.checks import verify_plan
 
 Assignment = Callable[[Graph], Mapping[str, int]] | Mapping[str, int]
 
@@ -29,7 +26,7 @@ def replan(model: CompiledModel, assign: Assignment, device: str = "cpu",
            options: Mapping[str, str] | None = None) -> CompiledModel:
     """A copy of `model` whose root-graph nodes sit on the streams `assign` gives them
     (a mapping of node name to stream, or a function of the copied graph returning one;
-    unnamed nodes go to stream 0; ids are renumbered densely)."""
+    unnamed nodes go to stream 0; ids are renumbered densely). The plan is always verified."""
     opts = parse_options(dict(options or {}))
     g = clone_graph(model.graph)
     streams = dict(assign(g) if callable(assign) else assign)
@@ -37,13 +34,11 @@ def replan(model: CompiledModel, assign: Assignment, device: str = "cpu",
     dense = {s: i for i, s in enumerate(used)}
     for n in g.nodes:
         n.stream_id = dense[streams.get(n.name, 0)]
-    plan = build_plan(g, len(used), [], opts.as_dict())
-    order_collectives(plan, g)
-    insert_events(plan)
-    assign_event_ids(plan, opts["pyge.maxEventNum"])
-    plan_memory(plan, opts)
-    verify_plan(plan)
-    return CompiledModel(g, plan, device, opts)
+    st = CompileState(graph=g, options=opts, device=device, num_streams=len(used))
+    run_pipeline(PLAN_PASSES, st)
+    if not opts["pyge.verify"]:
+        verify_plan(st.plan)
+    return CompiledModel(g, st.plan, device, opts)
 
 
 def branch_streams(k: int) -> Callable[[Graph], dict[str, int]]:

@@ -19,6 +19,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from .compiler import compile_graph
+from .devices import check_device
 from .errors import OptionError, PygeError
 from .ir.graph import Graph
 from .model import feeds_by_name
@@ -41,9 +43,8 @@ class Session:
     """Holds graphs by id with their options; compiles and runs them on one device."""
 
     def __init__(self, options: Mapping[str, Any] | None = None, device: str = "cpu"):
-        from .compiler import _check_device
         self._options = parse_options(options)
-        self.device = _check_device(device)
+        self.device = check_device(device)
         self._graphs: dict[int, _Entry] = {}
         self._lock = threading.RLock()
 
@@ -90,14 +91,13 @@ class Session:
         `inputs`, when given, are checked against the compiled model's inputs (names, dtypes,
         shapes) without running anything. Returns the CompiledModel.
         """
-        from .compiler import compile_graph
         with self._lock:
             e = self._entry(graph_id)
             if e.model is None:
                 e.model = compile_graph(e.graph, device=self.device, options=e.options, graph_id=graph_id)
             model = e.model
         if inputs is not None:
-            from .executors.base import check_feeds
+            from .executors.base import check_feeds   # deferred: executors load torch
             check_feeds(model.graph, model.plan, feeds_by_name(model.plan, inputs))
         return model
 

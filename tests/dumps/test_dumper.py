@@ -60,11 +60,7 @@ def test_default_level_custom_pass_and_built(dump_env):
         assert all("stream_id" in a and "_stream_id" not in a and "_engine" in a for a in attrs.values())
 
 
-@pytest.mark.parametrize("source", ["plan.built_graph", "own fallback"])
-def test_built_graph_has_send_recv_with_event_ids(dump_env, monkeypatch, source):
-    if source == "own fallback":
-        import pyge.dumps.built as built
-        monkeypatch.setattr(built, "_theirs", lambda: None)
+def test_built_graph_has_send_recv_with_event_ids(dump_env):
     folder = dump_env()
     model = compile_reference()
     mp = load_dump(dumps_in(folder)[-1][3])

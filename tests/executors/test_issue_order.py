@@ -13,9 +13,9 @@ import random
 import pytest
 
 from pyge.executors.base import merged_steps
-from pyge.passes.event_ids import assign_event_ids
-from pyge.passes.events import insert_events
-from pyge.passes.events_random import random_spec, spec_to_plan
+from pyge.passes.sync.event_ids import assign_event_ids
+from pyge.passes.sync.events import insert_events
+from pyge.testing.random_dags import random_spec, spec_to_plan
 from pyge.plan.plan import RECORD, WAIT
 
 

@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import pyge
-from pyge.frontends.onnx_loader import refine_types
+from pyge.passes.graph.infer_types import infer_types
 from pyge.frontends.onnx_proto import SHAPE_DATA_MAX, graph_to_model
 
 
@@ -123,7 +123,7 @@ def test_inference_skips_large_weights_but_keeps_them():
     np.testing.assert_allclose(m.run({"x": x})["y"], np.maximum(x @ w, 0).reshape(4, 8, 8), rtol=1e-5, atol=1e-5)
 
 
-def test_refine_types_without_weight_data():
+def test_infer_types_without_weight_data():
     """Re-inference after passes writes large weights as type and dims only."""
     g = pyge.load_onnx(_big_weight_model())
     slim = graph_to_model(g, weights="shapes")
@@ -133,7 +133,7 @@ def test_refine_types_without_weight_data():
     for n in g.nodes:                                                  # forget, then re-infer
         for o in n.outputs:
             o.shape = None
-    refine_types(g)
+    infer_types(g)
     assert {o.name: o.shape for n in g.nodes for o in n.outputs}["y"] == (4, 8, 8)
 
 

@@ -6,10 +6,10 @@ import pytest
 
 import pyge
 from pyge import GRAPH_FAILED, GRAPH_SUCCESS
-from pyge.frontends.onnx_loader import refine_types
+from pyge.passes.graph.infer_types import infer_types
 from pyge.ir.clone import clone_graph
 from pyge.passes.custom import (AFTER_STAGE, BEFORE_STAGE, registered_passes, run_stream_passes)
-from pyge.passes.engines import assign_engines
+from pyge.passes.graph.engines import assign_engines
 from pyge.passes.streams import allocate_streams
 
 
@@ -166,7 +166,7 @@ def test_read_only_node_properties():
         assert graph.get_direct_nodes()[0] is graph.get_direct_nodes()[0]
         return GRAPH_SUCCESS
     g = _prepared(_if_graph())
-    refine_types(g)
+    infer_types(g)
     run_custom_passes(g)
     assert got["name"] == "if" and got["type"] == "If" and got["engine"] == "attach"
     assert got["preds"] == ["pre"]           # the subgraph's read of `pre` is a dependency

@@ -14,7 +14,7 @@ import pyge
 from pyge.errors import OptionError
 from pyge.ir.clone import clone_graph
 from pyge.options import parse_options
-from pyge.passes.engines import assign_engines
+from pyge.passes.graph.engines import assign_engines
 from pyge.passes.policies import POLICIES, apply_policy
 from pyge.passes.policies.chains import hopcroft_karp, min_chain_cover
 from pyge.passes.policies.defaults import CUDA_CANDIDATE, default_policy, with_default_policy

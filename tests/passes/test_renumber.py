@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyge
-from pyge.passes.renumber import renumber_streams
+from pyge.passes.streams.renumber import renumber_streams
 
 
 def _chain(n: int):

@@ -12,16 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pyge
-from pyge.frontends.onnx_loader import refine_types
+from pyge.passes.graph.infer_types import infer_types
 from pyge.ir.clone import clone_graph
 from pyge.passes.custom import run_stream_passes
-from pyge.passes.engines import assign_engines
+from pyge.passes.graph.engines import assign_engines
 from pyge.passes.streams import allocate_streams, follow_parents
 from pyge.passes.streams.cost import LAUNCH_S, flops, node_cost
 from pyge.passes.streams.dag_cover import max_matching, path_cover, residual_dag
 
 from _dags import sum_dags
-from test_events_property import events_of, oracle_events
+from _event_oracle import events_of, oracle_events
 
 AUTO = "ge.autoMultistreamParallelMode"
 
@@ -281,7 +281,7 @@ def test_cost_model_from_shapes():
     relu = b.op("Relu", [conv], name="relu")
     b.graph.outputs.append(relu)
     g = b.build()
-    refine_types(g)
+    infer_types(g)
     c, r = g.node("conv"), g.node("relu")
     assert flops(c) == 2 * 64 * 56 * 56 * 64 * 9
     assert node_cost(c) > 10 * node_cost(r) > 0

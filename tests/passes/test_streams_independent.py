@@ -5,7 +5,7 @@ import pytest
 
 import pyge
 from pyge.ir.clone import clone_graph
-from pyge.passes.engines import INDEPENDENT, assign_engines, register_engine, reset_engines
+from pyge.passes.graph.engines import INDEPENDENT, assign_engines, register_engine, reset_engines
 from pyge.passes.streams import allocate_streams
 
 

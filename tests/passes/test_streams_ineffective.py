@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import pyge
 from pyge.ir.clone import clone_graph
-from pyge.passes.engines import assign_engines
+from pyge.passes.graph.engines import assign_engines
 from pyge.passes.streams.ineffective import undo_ineffective
 from pyge.passes.streams._graph import label_of
 

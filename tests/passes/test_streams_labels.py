@@ -6,7 +6,7 @@ import pytest
 
 import pyge
 from pyge.ir.clone import clone_graph
-from pyge.passes.engines import assign_engines
+from pyge.passes.graph.engines import assign_engines
 from pyge.passes.streams import allocate_streams
 from pyge.passes.streams.clusters import build_clusters
 from pyge.passes.streams.context import StreamContext

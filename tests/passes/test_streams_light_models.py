@@ -9,7 +9,7 @@ import pytest
 
 import pyge
 from pyge.ir.clone import clone_graph
-from pyge.passes.engines import assign_engines
+from pyge.passes.graph.engines import assign_engines
 from pyge.passes.custom import run_stream_passes
 from pyge.passes.streams import allocate_streams, follow_parents
 from pyge.testing import LIGHT_MODELS, light_path

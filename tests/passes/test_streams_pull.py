@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 import pyge
 from pyge.ir.clone import clone_graph
-from pyge.passes.engines import assign_engines
+from pyge.passes.graph.engines import assign_engines
 from pyge.passes.streams.context import StreamContext
 from pyge.passes.streams.pull import pull_isolated
 
@@ -137,7 +137,7 @@ def test_pull_never_adds_cross_stream_edges(case):
 
 def _reference_pull(g, ctx) -> int:
     """The rule as first written: ancestor/descendant sets of every node as bitsets."""
-    from pyge.passes.engines import INDEPENDENT, kind_of
+    from pyge.passes.graph.engines import INDEPENDENT, kind_of
     from pyge.passes.streams._graph import label_of
     order = g.topological_sort()
     index = {id(n): i for i, n in enumerate(order)}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyge
 from pyge.ir.clone import clone_graph
-from pyge.passes.engines import assign_engines
+from pyge.passes.graph.engines import assign_engines
 from pyge.passes.streams import allocate_streams
 from pyge.passes.streams.context import StreamContext
 from pyge.passes.streams.skip import assign_skipped

@@ -64,7 +64,8 @@ def load_graph(path: str, pb_inputs: list[str] | None = None, pb_outputs: list[s
 def obtain_model(args: argparse.Namespace) -> Loaded:
     """The compiled model a command works on: built-in, offline (.pgm) or compiled now."""
     from ..compiler import compile_graph
-    from ..modelfile import is_model_file, load_model
+    from ..model import load_model
+    from ..modelfile import is_model_file
     opts = options_of(args)
     pb_inputs, pb_outputs = tf_flags(args)
     device = getattr(args, "device", None)

@@ -1,49 +1,18 @@
 """Plain-text tables and number formatting for the command line (ASCII only, no colours)."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import numpy as np
 
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "") -> str:
-    """Columns padded to their widest cell; numbers right-aligned, text left-aligned."""
-    rows = [[_cell(c) for c in r] for r in rows]
-    cols = len(headers)
-    widths = [max([len(headers[i])] + [len(r[i]) for r in rows if i < len(r)]) for i in range(cols)]
-    numeric = [bool(rows) and all(_is_number(r[i]) for r in rows if i < len(r) and r[i]) for i in range(cols)]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = []
-        for i in range(cols):
-            c = cells[i] if i < len(cells) else ""
-            parts.append(c.rjust(widths[i]) if numeric[i] else c.ljust(widths[i]))
-        return (indent + "  ".join(parts)).rstrip()
-
-    out = [line(list(headers)), indent + "  ".join("-" * w for w in widths)]
-    out.extend(line(r) for r in rows)
-    return "\n".join(out)
+from ..formatting import cell, table
 
 
 def key_values(pairs: Iterable[tuple[str, Any]], indent: str = "") -> str:
     """`key   value` lines with the keys padded to one width."""
-    pairs = [(k, _cell(v)) for k, v in pairs]
+    pairs = [(k, cell(v)) for k, v in pairs]
     w = max((len(k) for k, _ in pairs), default=0)
     return "\n".join(f"{indent}{k.ljust(w)}  {v}" for k, v in pairs)
-
-
-def _cell(c: Any) -> str:
-    if isinstance(c, float):
-        return f"{c:.4g}"
-    return str(c)
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s.replace(" ms", "").replace(" s", ""))
-        return True
-    except ValueError:
-        return False
 
 
 def human_bytes(n: int | float) -> str:

@@ -26,6 +26,7 @@ from typing import Mapping
 
 from ..errors import DumpError
 from ..ir.graph import Graph
+from .built_graph import into_dump
 from .config import MODE_NAMES, DumpConfig, config_from_env
 from .convert import finish, graph_model, parse_text, to_text
 
@@ -89,11 +90,8 @@ class Dumper:
         """Dump the built graph: operators in stream order plus the plan's Send/Recv nodes."""
         if not self.wants(BUILT_STAGE, BUILT_LEVEL):
             return None
-        from .built import add_event_opset, built_node_list, ge_sync_attrs, replace_nodes
         mp = graph_model(graph, self.config.mode)
-        replace_nodes(mp.graph, built_node_list(graph, plan, mp.graph))
-        ge_sync_attrs(mp.graph)
-        add_event_opset(mp)
+        into_dump(mp, graph, plan)
         mp.graph.doc_string = plan.format()
         meta = {"pyge.num_streams": str(plan.num_streams), "pyge.num_event_pairs": str(len(plan.events)),
                 "pyge.num_physical_events": str(plan.num_physical_events)}

@@ -171,7 +171,7 @@ def merged_steps(plan: Plan) -> list[tuple[int, int, int]]:
     """Every step as (stream, kind, arg), in plan.order.host_order.
 
     An executor that issues all streams from one thread must use exactly this order: physical
-    event ids are reused on the strength of it (passes/event_ids.py), and CUDA binds a wait to
+    event ids are reused on the strength of it (passes/sync/event_ids.py), and CUDA binds a wait to
     the latest record issued before it. Raises PlanError if the plan deadlocks.
     """
     steps = plan.streams

@@ -44,11 +44,14 @@ from typing import Any, Mapping
 
 import torch
 
+from ..analysis.dag import longest_path
+from ..analysis.happens_before import step_preds
 from ..errors import ExecutionError, PygeError
 from ..ir.graph import Graph
 from ..options import parse_options
+from ..plan.order import merged_order
 from ..plan.plan import LAUNCH, RECORD, Plan
-from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device, merged_steps,
+from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device,
                    node_descriptions, outputs_to_numpy, select_outputs, stream_tables)
 from .host_memory import tune_host_malloc
 
@@ -199,19 +202,11 @@ def average_parallelism(plan: Plan) -> float:
     """Total work / critical-path work of the stream plan (1.0 = no overlap possible).
 
     Work per node is a proxy: the bytes it writes (1 if unknown). The critical path follows
-    stream order and events, simulated in one merged step order.
+    stream order and events (analysis.happens_before.step_preds).
     """
     cost = [max(1, sum(plan.values[o].nbytes for o in n.outputs)) for n in plan.nodes]
-    stream_t = [0] * len(plan.streams)
-    event_t = [0] * len(plan.events)
-    for s, kind, a in merged_steps(plan):
-        if kind == LAUNCH:
-            stream_t[s] += cost[a]
-        elif kind == RECORD:
-            event_t[a] = stream_t[s]
-        else:
-            stream_t[s] = max(stream_t[s], event_t[a])
-    return sum(cost) / max(1, max(stream_t, default=1))
+    critical, _ = longest_path(step_preds(plan), cost)
+    return sum(cost) / max(1, critical)
 
 
 def intra_op_threads(budget: int, parallelism: float, forced: int = 0) -> int:
@@ -240,7 +235,7 @@ class CpuExecutor:
         self.plan = plan
         self.graph = graph
         self.device = device
-        plan.launch_order()                      # PlanError now rather than a hang later
+        merged_order(plan)                       # PlanError now rather than a hang later
         kernels = build_kernels(graph, plan, device)
         if str(device) == "cpu":
             tune_host_malloc()          # host_memory.py: no page faults on every run

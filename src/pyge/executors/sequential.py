@@ -12,6 +12,7 @@ import torch
 from ..errors import ExecutionError, PygeError
 from ..ir.graph import Graph
 from ..options import parse_options
+from ..plan.order import merged_order
 from ..plan.plan import Plan
 from .base import (build_kernels, check_feeds, constants, feeds_to_device, node_descriptions, outputs_to_numpy,
                    select_outputs)
@@ -30,7 +31,7 @@ class SequentialExecutor:
             tune_host_malloc()          # host_memory.py: no page faults on every run
         self.descs = node_descriptions(graph, plan)
         self.consts = constants(graph, plan, device)
-        self.order = plan.launch_order()
+        self.order = merged_order(plan)
         # pyge.intraOpThreads=N (N > 0) holds for the run's thread here too; 0 leaves torch's
         # setting alone (one stream: nothing to share the cores with).
         self.threads = parse_options(options)["pyge.intraOpThreads"]

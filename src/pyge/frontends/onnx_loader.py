@@ -9,10 +9,11 @@ from typing import Iterator
 
 import onnx
 from google.protobuf.message import DecodeError
+from onnx import helper
 
 from ..errors import ModelLoadError
 from ..ir.graph import Graph
-from .onnx_proto import _read_type, model_from_proto
+from .onnx_proto import keeps_shape_data, model_from_proto
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +151,6 @@ def infer_model(mp: onnx.ModelProto) -> onnx.ModelProto:
     aside during inference and put into the model returned; `mp` itself is left without it
     (load_onnx's own copy, not used afterwards).
     """
-    from .onnx_proto import keeps_shape_data
-    from onnx import helper
     aside: dict[str, bytes] = {}
     for t in mp.graph.initializer:
         if t.data_type == onnx.TensorProto.STRING or not t.HasField("raw_data"):
@@ -216,25 +215,3 @@ def load_onnx(model: str | os.PathLike | onnx.ModelProto | bytes, infer: bool = 
         raise ModelLoadError(f"{src}: {err}") from err
     g.metadata.setdefault("source", src)
     return g
-
-
-def refine_types(g: Graph) -> None:
-    """Re-run ONNX inference on an IR graph and copy newly known dtypes/shapes back."""
-    from .onnx_proto import graph_to_model
-    # Only root-graph node outputs lacking a dtype or a shape are ever written back: when
-    # none lacks one, inference (a whole-graph ONNX round trip) could change nothing.
-    if all(o.dtype is not None and o.shape is not None for n in g._nodes for o in n._outputs):
-        return
-    try:
-        mp = graph_to_model(g, weights="shapes")      # large weights' data is not needed
-        inferred = onnx.shape_inference.infer_shapes(mp, check_type=False, strict_mode=False,
-                                                     data_prop=True)
-    except Exception as err:  # noqa: BLE001 - best effort
-        log.info("shape inference on graph %r failed: %s", g.name, err)
-        return
-    infos = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
-    for n in g.nodes:
-        for o in n.outputs:
-            vi = infos.get(o.name)
-            if vi is not None and (o.dtype is None or o.shape is None):
-                _read_type(o, vi.type)

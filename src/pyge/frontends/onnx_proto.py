@@ -11,7 +11,7 @@ import onnx
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from ..errors import GraphError, ModelLoadError
-from ..ir.graph import OPTIONAL, SEQUENCE, TENSOR, Graph, Node, Value
+from ..ir.graph import OPTIONAL, SEQUENCE, TENSOR, Graph, Node, Value, unique_name
 
 # ---------------------------------------------------------------------------------------
 # dtypes
@@ -59,7 +59,7 @@ def dtype_to_onnx(dtype: str | None) -> int:
 # types
 
 
-def _read_type(v: Value, tp: onnx.TypeProto) -> None:
+def read_type(v: Value, tp: onnx.TypeProto) -> None:
     which = tp.WhichOneof("value")
     if which == "tensor_type":
         v.kind = TENSOR
@@ -80,12 +80,12 @@ def _read_type(v: Value, tp: onnx.TypeProto) -> None:
     elif which == "sequence_type":
         v.kind = SEQUENCE
         inner = Value("_")
-        _read_type(inner, tp.sequence_type.elem_type)
+        read_type(inner, tp.sequence_type.elem_type)
         v.dtype, v.shape = inner.dtype, inner.shape
     elif which == "optional_type":
         v.kind = OPTIONAL
         inner = Value("_")
-        _read_type(inner, tp.optional_type.elem_type)
+        read_type(inner, tp.optional_type.elem_type)
         v.dtype, v.shape, v.elem_kind = inner.dtype, inner.shape, inner.kind
 
 
@@ -205,7 +205,7 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
             continue
         define(vi.name, "a graph input")
         v = Value(vi.name)
-        _read_type(v, vi.type)
+        read_type(v, vi.type)
         g.add_input(v)
         scope[vi.name] = v
     infos = {vi.name: vi for vi in list(gp.value_info) + list(gp.output)}
@@ -236,7 +236,7 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
                 define(oname, f"node {name!r}")
             v = Value(oname if oname else f"{name}__unused{len(node.outputs)}")
             if oname in infos:
-                _read_type(v, infos[oname].type)
+                read_type(v, infos[oname].type)
             node.add_output(v)
             if oname:
                 scope[oname] = v
@@ -246,7 +246,7 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         if v is None:
             raise ModelLoadError(f"graph output {vo.name!r} is not defined by any node or input")
         if v.dtype is None and v.shape is None:
-            _read_type(v, vo.type)
+            read_type(v, vo.type)
         g.outputs.append(v)
     _dedupe_node_names(g)
     return g
@@ -255,12 +255,7 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
 def _dedupe_node_names(g: Graph) -> None:
     seen: set[str] = set()
     for n in g.nodes:
-        if n.name in seen:
-            i = 1
-            while f"{n.name}_{i}" in seen:
-                i += 1
-            n.name = f"{n.name}_{i}"
-        seen.add(n.name)
+        n.name = unique_name(seen, n.name)
 
 
 def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:

@@ -8,7 +8,7 @@
    are preserved, so the graph stays close to the user's code (one ``linear`` node instead of
    core ATen's ``permute`` + ``addmm``), and whatever we do not know is lowered to the core
    ops the table covers. Measured: about 0.4 s per small model, no extra nodes for a CNN.
-3. Each FX node goes through the dispatch table ``torch_ops.OPS`` (ATen overload -> emitter)
+3. Each FX node goes through the dispatch table ``aten_table.OPS`` (ATen overload -> emitter)
    and becomes one or more ONNX-style nodes (opset ``OPSET``).
 
 Naming (users target nodes by name in custom stream passes):
@@ -40,7 +40,8 @@ import torch
 from ..errors import ModelLoadError, PygeError, UnsupportedOperatorError
 from ..ir.graph import Graph, Node, Value, unique_name
 from .onnx_proto import dtype_to_onnx
-from .torch_ops import OPS, SKIP, Unsupported, np_dtype
+from . import torch_ops  # noqa: F401 - importing it fills OPS with every emitter
+from .aten_table import OPS, SKIP, Unsupported, np_dtype
 from .torch_outputs import output_names
 
 log = logging.getLogger(__name__)

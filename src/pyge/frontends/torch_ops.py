@@ -1,4 +1,4 @@
-"""The ATen -> ONNX dispatch table used by ``torch_export``: elementwise ops and reductions.
+"""ATen -> ONNX emitters for ``torch_export``: elementwise ops and reductions.
 
 ``OPS`` maps an ATen overload (``torch.ops.aten.add.Tensor``) to an emitter
 ``fn(cx, a) -> Value | list[Value | None]``: ``cx`` is a ``torch_export.NodeCtx`` and ``a`` the
@@ -7,74 +7,19 @@ nodes already replaced by their IR Values. An emitter adds its final node with `
 after the FX node), helpers with ``cx.tmp``, or returns an existing Value when the op is a no-op.
 It raises ``Unsupported(reason)`` for a configuration it cannot express.
 
-Shape and indexing ops live in ``torch_ops_shape``, NN ops in ``torch_ops_nn``; they add to the
-same table. Every ATen op in the table that torch.export would decompose is preserved instead.
+The table itself and the shared helpers are in ``aten_table``. Shape and indexing ops live in
+``torch_ops_shape``, NN ops in ``torch_ops_nn``; they add to the same table. Every ATen op in
+the table that torch.export would decompose is preserved instead.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
-import torch
 
 from ..ir.graph import Value
+from .aten_table import Unsupported, aten, axis, op, promote, rank
 from .onnx_proto import dtype_to_onnx
-
-aten = torch.ops.aten
-Emitter = Callable[[Any, dict], Any]
-OPS: dict[Any, Emitter] = {}
-
-# Ops that only check things at trace time; they produce nothing we need.
-# Every overload counts (F.one_hot emits _assert_async.msg).
-SKIP = {getattr(getattr(aten, n), o) for n in
-        ("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size",
-         "sym_constrain_range", "_assert_async") if hasattr(aten, n)
-        for o in getattr(aten, n).overloads()}
-
-_NP_NAMES = {
-    torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
-    torch.bfloat16: "bfloat16", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
-    torch.int64: "int64", torch.uint8: "uint8", torch.bool: "bool",
-    torch.complex64: "complex64", torch.complex128: "complex128",
-}
-TORCH_DTYPES = {v: k for k, v in _NP_NAMES.items()}
-
-
-class Unsupported(Exception):
-    """Raised by an emitter for a configuration of a known op that it cannot express."""
-
-
-def np_dtype(dt: torch.dtype) -> str | None:
-    return _NP_NAMES.get(dt)
-
-
-def op(*targets):
-    """Decorator: register an emitter for one or more ATen overloads."""
-    def deco(fn: Emitter) -> Emitter:
-        for t in targets:
-            OPS[t] = fn
-        return fn
-    return deco
-
-
-def axis(d: int, rank: int) -> int:
-    return d + rank if d < 0 else d
-
-
-def rank(v: Value) -> int:
-    if v.shape is None:
-        raise Unsupported("unknown rank")
-    return len(v.shape)
-
-
-def promote(x: Any, y: Any) -> str:
-    """torch's result dtype of a binary op on x and y (Values or Python scalars)."""
-    def probe(v):
-        if isinstance(v, Value):  # a 0-d tensor ranks below a dimensioned one in promotion
-            return torch.zeros(() if v.shape == () else (1,), dtype=TORCH_DTYPES[v.dtype])
-        return v
-    return np_dtype(torch.result_type(probe(x), probe(y)))
-
 
 # ---------------------------------------------------------------------------------------
 # binary arithmetic and comparisons

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from ..kernels.collective import DOMAIN, DTYPES
-from .torch_ops import Unsupported, op
+from .aten_table import Unsupported, op
 
 
 def _overload(name: str):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Value
-from .torch_ops import Unsupported, aten, axis, op, rank
+from .aten_table import Unsupported, aten, axis, op, rank
 
 
 def _tup(v, n: int) -> list[int]:

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..ir.graph import Value
 from .onnx_proto import dtype_to_onnx
-from .torch_ops import Unsupported, aten, axis, op, rank
+from .aten_table import Unsupported, aten, axis, op, rank
 
 INT64_MAX = 2**63 - 1
 

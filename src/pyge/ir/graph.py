@@ -419,6 +419,8 @@ class Graph:
 
 
 def unique_name(taken: set[str], base: str) -> str:
+    """`base`, else the first of `base_1`, `base_2`, ... not in `taken`; the name returned is
+    added to `taken`. pyge's one unique-name helper (fusions, front ends, the built graph)."""
     if base not in taken:
         taken.add(base)
         return base

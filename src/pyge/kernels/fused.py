@@ -20,7 +20,7 @@ def mul_add(ctx):
 
 @register("ChannelShuffle", domain="pyge")
 def channel_shuffle(ctx):
-    """Channel shuffle of an NCHW tensor (passes/fuse_shuffle.py): output channel i*g + j is
+    """Channel shuffle of an NCHW tensor (passes/graph/fuse_shuffle.py): output channel i*g + j is
     input channel j*(C/g) + i. torch's kernel keeps a channels-last input channels-last."""
     groups = int(ctx.attr("groups", 1))
 

@@ -2,7 +2,7 @@
 the CUDA executor's capture decision).
 
 A node is one when the compiler listed it in plan.meta["collectives"]
-(passes/collectives.py; that list also holds nodes whose subgraphs run a collective), or,
+(passes/sync/collectives.py; that list also holds nodes whose subgraphs run a collective), or,
 read from the plan alone, when its op type is one of ONNX Runtime's collectives.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 An executor that drives all streams from one host thread (the sequential executor, the CUDA
 executor) enqueues the steps in exactly this order; physical event ids are reused on the
-strength of it (passes/event_ids.py), so an executor that uses `Event.event_id` must not
+strength of it (passes/sync/event_ids.py), so an executor that uses `Event.event_id` must not
 invent an order of its own.
 
 The merge simulates the streams running side by side with unit-time operators: a launch's

@@ -9,7 +9,7 @@ plan (plus the graph, for kernels); they never call passes.
 A `record e` step on stream s is placed right after the producer's launch; the matching
 `wait e` step on stream t is placed right before the consumer's launch. Physical event ids
 may be shared by several logical events whose lifetimes cannot overlap (see
-passes/event_ids.py); `Event.event_id` is the physical id used by executors.
+passes/sync/event_ids.py); `Event.event_id` is the physical id used by executors.
 """
 from __future__ import annotations
 
@@ -136,11 +136,6 @@ class Plan:
 
     def node_index(self) -> dict[str, int]:
         return {n.name: n.index for n in self.nodes}
-
-    def launch_order(self) -> list[int]:
-        """Node indices in a valid single-thread order (stream steps merged by events)."""
-        from .order import merged_order
-        return merged_order(self)
 
     def format(self) -> str:
         lines = [f"plan {self.graph_name}: {self.num_streams} stream(s), {len(self.nodes)} node(s), "

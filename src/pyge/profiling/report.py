@@ -9,6 +9,7 @@ event ids executors use.
 """
 from __future__ import annotations
 
+from ..formatting import table
 from ..plan.plan import LAUNCH, RECORD, WAIT
 
 
@@ -51,13 +52,6 @@ def streams_json(model) -> dict:
             "nodes": nodes, "events": events, "streams": streams}
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    def line(cells):
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
-    return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
-
-
 def _events_cell(items: list[dict]) -> str:
     return ",".join(f"e{x['event_id']}@s{x['stream']}" for x in items) or "-"
 
@@ -68,12 +62,14 @@ def streams_table(model) -> str:
              _events_cell(n["waits"]), _events_cell(n["records"])] for n in d["nodes"]]
     out = [f"graph {d['graph']!r}: {d['num_streams']} stream(s), {d['num_events']} event(s) on "
            f"{d['num_physical_events']} physical id(s)", ""]
-    out += _table(["#", "node", "op", "engine", "stream", "waits", "records"], rows)
+    out.append(table(["#", "node", "op", "engine", "stream", "waits", "records"], rows,
+                     numbers_right=False))
     out.append("")
     srows = [[str(s["stream"]), str(s["ops"]), str(s["sends"]), str(s["recvs"]),
               ",".join(s["engines"]) or "-", "yes" if s["custom"] else "",
               _span(s["nodes"])] for s in d["streams"]]
-    out += _table(["stream", "ops", "sends", "recvs", "engines", "custom", "first .. last"], srows)
+    out.append(table(["stream", "ops", "sends", "recvs", "engines", "custom", "first .. last"], srows,
+                     numbers_right=False))
     return "\n".join(out)
 
 

@@ -15,60 +15,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..analysis.dag import longest_path
+from ..analysis.happens_before import dependencies
 from .records import OpRecord, median
-
-
-def node_preds(plan, with_streams: bool = False) -> list[list[int]]:
-    """Per plan node, the nodes it depends on: producers of its inputs and its control preds;
-    with `with_streams`, also the previous launch on its stream."""
-    producer = [v.producer for v in plan.values]
-    preds: list[list[int]] = []
-    for pn in plan.nodes:
-        ps = {producer[vi] for vi in pn.inputs if vi >= 0 and producer[vi] >= 0}
-        ps.update(pn.control_preds)
-        ps.discard(pn.index)
-        preds.append(sorted(ps))
-    if with_streams:
-        from ..plan.plan import LAUNCH
-        for steps in plan.streams:
-            prev = -1
-            for st in steps:
-                if st.kind == LAUNCH:
-                    if prev >= 0 and prev not in preds[st.arg]:
-                        preds[st.arg].append(prev)
-                    prev = st.arg
-    return preds
-
-
-def longest_path(preds: list[list[int]], weight: list[float]) -> tuple[float, list[int]]:
-    """Heaviest path in a DAG given per node predecessor lists (Kahn order, so any numbering
-    works). Returns (length, node indices along the path)."""
-    n = len(preds)
-    succs: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for v, ps in enumerate(preds):
-        for p in ps:
-            succs[p].append(v)
-            indeg[v] += 1
-    best = [0.0] * n
-    via = [-1] * n
-    ready = [v for v in range(n) if indeg[v] == 0]
-    while ready:
-        v = ready.pop()
-        best[v] += weight[v]
-        for s in succs[v]:
-            if best[v] > best[s]:
-                best[s], via[s] = best[v], v
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                ready.append(s)
-    if not n:
-        return 0.0, []
-    end = max(range(n), key=best.__getitem__)
-    path = [end]
-    while via[path[-1]] >= 0:
-        path.append(via[path[-1]])
-    return best[end], path[::-1]
 
 
 def node_medians(records: list[OpRecord], num_nodes: int) -> list[float]:
@@ -141,8 +90,8 @@ def _bounds(profile, serial: float) -> dict:
     if plan is None or not any(r.node >= 0 for r in profile.records):
         return {"critical_path_s": None, "bound": None, "schedule_s": None, "critical_path": []}
     w = node_medians(profile.records, len(plan.nodes))
-    cp, path = longest_path(node_preds(plan), w)
-    sched, _ = longest_path(node_preds(plan, with_streams=True), w)
+    cp, path = longest_path(dependencies(plan), w)
+    sched, _ = longest_path(dependencies(plan, with_streams=True), w)
     return {"critical_path_s": cp, "bound": serial / cp if cp > 0 else None, "schedule_s": sched,
             "critical_path": [plan.nodes[i].name for i in path]}
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from ..analysis.dag import longest_path
+from ..analysis.happens_before import dependencies
 from ..plan.plan import LAUNCH, RECORD, Plan
 from .costs import OVERHEADS, OpCosts, device_kind
 
@@ -223,11 +225,4 @@ class _Sim:
 def critical_path_bound(plan: Plan, costs: OpCosts) -> float:
     """The longest path by measured operator time: no schedule on any number of streams
     can beat it (zero overheads, unlimited device)."""
-    finish = [0.0] * len(plan.nodes)
-    producer = {vi: v.producer for vi, v in enumerate(plan.values)}
-    for pn in plan.nodes:        # plan.nodes is a topological order
-        ready = max((finish[producer[v]] for v in pn.inputs if v >= 0 and producer.get(v, -1) >= 0),
-                    default=0.0)
-        ready = max([ready, *(finish[c] for c in pn.control_preds)])
-        finish[pn.index] = ready + costs.times.get(pn.name, 0.0)
-    return max(finish, default=0.0)
+    return longest_path(dependencies(plan), [costs.times.get(pn.name, 0.0) for pn in plan.nodes])[0]

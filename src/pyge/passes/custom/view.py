@@ -15,8 +15,8 @@ from typing import Any, Iterator, Mapping, NamedTuple
 import numpy as np
 
 from ...ir.graph import Graph, Node, Value
-from ..engines import ENGINE_KIND, COMPUTE
-from ..fusion import ORIGINAL_NAMES
+from ..graph.engines import ENGINE_KIND, COMPUTE
+from ..graph._match import ORIGINAL_NAMES
 
 log = logging.getLogger(__name__)
 

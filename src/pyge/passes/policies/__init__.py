@@ -1,6 +1,6 @@
-"""Built-in stream policies (compiler pass 7, `stream_policy`), selected by option.
+"""Built-in stream policies (the `stream_policy` pass), selected by option.
 
-GE's built-in chain (pass 6) has already given every node a stream; a policy then re-places
+GE's built-in chain (allocate_streams) has already given every node a stream; a policy then re-places
 the root graph's direct nodes (subgraph nodes follow their parent; leave them alone):
 
     pyge.streamPolicy  ge              keep GE's chain (nothing runs here unless a file is given)

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ...analysis.dag import (bottom_levels, heaviest_chain, list_schedule, reach_sets,
+                             successors)
 from ...errors import OptionError
 from ...ir.graph import Graph, Node
-from ..engines import INDEPENDENT, kind_of
+from ..graph.engines import INDEPENDENT, kind_of
 from ..streams._graph import EffectivePreds, is_transparent, label_of
 from ..streams.context import StreamContext
 from ..streams.cost import EVENT_S, node_cost
@@ -122,16 +124,10 @@ class DagView:
         self.idx = {id(n): i for i, n in enumerate(self.nodes)}
         eff = EffectivePreds()
         self.preds: list[list[int]] = [sorted({self.idx[id(p)] for p in eff(n)}) for n in self.nodes]
-        self.succs: list[list[int]] = [[] for _ in self.nodes]
-        for i, ps in enumerate(self.preds):
-            for p in ps:
-                self.succs[p].append(i)
+        self.succs = successors(self.preds)
         self.cost = [max(0.0, float(cost(n))) for n in self.nodes]
         self.fixed = [is_fixed(n) for n in self.nodes]
-        self.blevel = [0.0] * len(self.nodes)     # longest cost path from the node to an exit
-        for i in reversed(range(len(self.nodes))):
-            tail = max((self.blevel[s] for s in self.succs[i]), default=0.0)
-            self.blevel[i] = self.cost[i] + tail
+        self.blevel = bottom_levels(self.succs, self.cost)   # longest cost path to an exit
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -148,68 +144,21 @@ class DagView:
 
     def reach(self) -> tuple[list[int], list[int]]:
         """Ancestor and descendant bitsets (Python ints) of every scheduled node."""
-        n = len(self)
-        anc, desc = [0] * n, [0] * n
-        for i in range(n):
-            for p in self.preds[i]:
-                anc[i] |= anc[p] | (1 << p)
-        for i in reversed(range(n)):
-            for s in self.succs[i]:
-                desc[i] |= desc[s] | (1 << s)
-        return anc, desc
+        return reach_sets(self.preds, self.succs)
 
     def critical_path(self) -> list[int]:
         """The longest cost path: from the heaviest source follow the heaviest successor."""
-        key = lambda i: (-round(self.blevel[i] * 1e9), i)   # noqa: E731 - ns rounding: stable ties
-        sources = [i for i in range(len(self)) if not self.preds[i]]
-        path: list[int] = []
-        cur = min(sources, key=key, default=None)
-        while cur is not None:
-            path.append(cur)
-            cur = min(self.succs[cur], key=key, default=None)
-        return path
+        return heaviest_chain(self.preds, self.succs, self.blevel)
 
 
 def schedule_est(view: DagView, allowed: Callable[[int], list[int]], event_s: float,
                  fixed_stream: Callable[[int], int | None] = lambda i: None) -> tuple[list[int], list[float]]:
-    """List scheduling without insertion: ready nodes by decreasing bottom level, each to the
-    allowed stream where it can start earliest, counting `event_s` for each producer on
-    another stream. Ties go to the stream of the latest-finishing producer (no event), then
-    to the earlier stream in `allowed`. A node whose `fixed_stream(i)` is not None, and every
-    fixed node, goes where it is told. Returns (stream per node, start per node)."""
-    import heapq
-    n = len(view)
-    indeg = [len(p) for p in view.preds]
-    prio = [-round(b * 1e9) for b in view.blevel]   # ns rounding: float noise cannot flip ties
-    heap = [(prio[i], i) for i in range(n) if indeg[i] == 0]
-    heapq.heapify(heap)
-    free: dict[int, float] = {}
-    stream, start, finish_t = [-1] * n, [0.0] * n, [0.0] * n
-
-    def ready_on(i: int, s: int) -> float:
-        return max((finish_t[p] + (0.0 if stream[p] == s else event_s) for p in view.preds[i]), default=0.0)
-
-    while heap:
-        _, i = heapq.heappop(heap)
-        told = view.nodes[i].stream_id if view.fixed[i] else fixed_stream(i)
-        if told is not None:
-            s, t = told, max(free.get(told, 0.0), ready_on(i, told))
-        else:
-            pref = [stream[p] for p in sorted(view.preds[i], key=lambda p: (-finish_t[p], p))]
-            best = None
-            for rank, cand in enumerate(allowed(i)):
-                t_c = max(free.get(cand, 0.0), ready_on(i, cand))
-                key = (round(t_c * 1e9), pref.index(cand) if cand in pref else len(pref), rank)
-                if best is None or key < best[0]:
-                    best = (key, cand, t_c)
-            _, s, t = best
-        stream[i], start[i] = s, t
-        finish_t[i] = free[s] = t + view.cost[i]
-        for j in view.succs[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                heapq.heappush(heap, (prio[j], j))
-    return stream, start
+    """List scheduling of the view by bottom level (analysis.dag.list_schedule): each ready
+    node to the allowed stream where it starts earliest. Fixed nodes, and every node whose
+    `fixed_stream(i)` is not None, go where they are told. Returns (stream, start) per node."""
+    def told(i: int) -> int | None:
+        return view.nodes[i].stream_id if view.fixed[i] else fixed_stream(i)
+    return list_schedule(view.preds, view.succs, view.cost, view.blevel, allowed, event_s, told)
 
 
 LIGHT_SHARE = 0.01

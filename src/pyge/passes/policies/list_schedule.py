@@ -20,6 +20,7 @@ import bisect
 import heapq
 import logging
 
+from ...analysis.dag import bottom_levels
 from ...ir.graph import Graph
 from ._dag import CostTable, DagView, finish, fold_light_streams
 
@@ -27,10 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def upward_rank(view: DagView, edge_cost: float) -> list[float]:
-    rank = [0.0] * len(view)
-    for i in reversed(range(len(view))):
-        rank[i] = view.cost[i] + max((edge_cost + rank[s] for s in view.succs[i]), default=0.0)
-    return rank
+    return bottom_levels(view.succs, view.cost, edge_cost)
 
 
 class _Timeline:

@@ -18,7 +18,7 @@ Control-flow bodies have no streams of their own: follow.follow_parents puts eve
 node on its root-graph ancestor's stream (again after the stream passes). The automatic mode
 (ge.autoMultistreamParallelMode) is not part of this chain: it is GE's built-in DAG stream
 pass (auto.py), which runs with the custom stream passes. Ids may have holes until
-passes/renumber.py closes them.
+passes/streams/renumber.py closes them.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...ir.graph import Graph, Node
-from ..engines import SKIP, kind_of
+from ..graph.engines import SKIP, kind_of
 
 LABEL_ATTR = "_stream_label"
 USER_LABEL_ATTR = "_user_stream_label"   # overrides _stream_label, as in GE

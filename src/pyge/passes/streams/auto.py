@@ -25,13 +25,14 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from ...analysis.dag import depths
 from ...ir.graph import Graph
 from ...options import Options
 from .context import StreamContext
 from .cost import node_cost
 from .dag_cover import residual_dag, path_cover
 from .dag_merge import load_balance, main_stream
-from .dag_units import build_units, levels
+from .dag_units import build_units
 from .dag_weighted import weighted_load_balance
 from ._graph import label_of
 from .skip import assign_skipped
@@ -68,7 +69,7 @@ def assign_dag(view, strategy: str, limit: int, ctx, costs: dict[str, float] | N
     dag = residual_dag(graph)
     base = ctx.allocate_next_stream_id()
     paths = path_cover(dag.succs)
-    level = levels(dag.preds)
+    level = depths(dag.preds)
     units = build_units(paths, dag.preds, level)
     if strategy == WEIGHTED and not _measured(dag.nodes, costs):
         log.warning("WeightedLoadBalance: the cost file names none of graph %r's nodes; "

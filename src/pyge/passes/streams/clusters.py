@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...ir.graph import Graph, Node
-from ..engines import ENGINE_KIND, COMPUTE
+from ..graph.engines import ENGINE_KIND, COMPUTE
 from ._graph import Topo, label_of, user_label_of
 
 _NEVER_MERGE = ("Constant",)   # GE's data-like nodes: no engine cluster

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import OptionError
-from ..engines import ENGINE_KIND, engine_names
+from ..graph.engines import ENGINE_KIND, engine_names
 
 PARALLEL_KEY = "ge.streamMaxParallelNum"
 

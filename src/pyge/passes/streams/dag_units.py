@@ -34,15 +34,6 @@ class Unit:
         return sum(h.get(lv, 0) for lv in range(level, level + WINDOW))
 
 
-def levels(preds: list[list[int]]) -> list[int]:
-    """Longest edge count from a source, per node (nodes in topological order)."""
-    out = [0] * len(preds)
-    for i, ps in enumerate(preds):
-        if ps:
-            out[i] = 1 + max(out[p] for p in ps)
-    return out
-
-
 def build_units(paths: list[list[int]], preds: list[list[int]], level: list[int]) -> list[Unit]:
     """One Unit per path, with its histogram and its edges to the other units."""
     unit_of = [0] * len(preds)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 
-from ..engines import ATTACH, COMPUTE, SKIP
+from ..graph.engines import ATTACH, COMPUTE, SKIP
 from .clusters import Cluster
 from .context import StreamContext
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from ..engines import INDEPENDENT
+from ..graph.engines import INDEPENDENT
 from .clusters import Cluster
 from .context import StreamContext
 

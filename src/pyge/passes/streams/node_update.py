@@ -6,7 +6,7 @@ neighbour's stream next. Any other cluster without a stream is an internal error
 from __future__ import annotations
 
 from ...errors import PassError
-from ..engines import SKIP
+from ..graph.engines import SKIP
 from .clusters import Cluster
 
 

@@ -34,7 +34,7 @@ import heapq
 import logging
 
 from ...ir.graph import Graph, Node
-from ..engines import INDEPENDENT, kind_of
+from ..graph.engines import INDEPENDENT, kind_of
 from ._graph import label_of
 from .context import StreamContext
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from ...ir.graph import Graph, Node
-from ..engines import SKIP, kind_of
+from ..graph.engines import SKIP, kind_of
 from .context import StreamContext
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,150 @@
+"""Verifier, memory half: buffer reuse and release points are ordered across streams.
+
+Write-after-read is the hazard here. When a buffer passes from value A to value B (same
+`PlanValue.buffer` id), B's producer overwrites A's bytes; if any reader of A sits on
+another stream and is not ordered before that write, it may read B's data. Same for
+write-after-write (A's producer still writing when B's starts) and for release points
+(`PlanNode.free_after`): a value released after node X must not have a reader that can
+still run after X. On one stream, stream order settles all of it; across streams only
+events do, which is what these checks confirm.
+
+Buffer ids are not the whole story: the planner may give partly overlapping byte ranges
+different buffer ids, so `check_overlaps` looks at the bytes themselves. A value's range is
+[offset, offset + nbytes), its buffer's offset (`MemoryPlan.buffers`) being the value's. The
+values covering any one byte must form a chain like a buffer's tenants. A sweep over
+offsets keeps the values covering the current offset sorted by producer launch order (a
+linear extension of happens-before) and checks each pair that becomes adjacent in that
+order, as a value starts or ends: if every adjacent pair at every byte is ordered, every
+pair sharing a byte is (transitively), and an unordered pair sharing a byte leaves some
+adjacent pair there unordered. O(V log V) plus O(readers) per check, about 2 checks a value.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from ...errors import VerificationError
+from ...plan.plan import Plan
+from .clocks import PlanClocks
+
+
+def _readers(plan: Plan) -> list[list[int]]:
+    readers: list[list[int]] = [[] for _ in plan.values]
+    for v, node in enumerate(plan.nodes):
+        for vi in dict.fromkeys(node.inputs):
+            if vi >= 0:
+                readers[vi].append(v)
+    return readers
+
+
+def check_buffers(plan: Plan, clocks: PlanClocks, readers: list[list[int]] | None = None) -> None:
+    """Tenants of one buffer must form a chain: every access of a tenant happens before the
+    producer of the next (a node may read a tenant and write the next one in place). So
+    must the values sharing any arena byte, whatever their buffers (check_overlaps)."""
+    readers = readers if readers is not None else _readers(plan)
+    check_overlaps(plan, clocks, readers)
+    groups: dict[int, list[int]] = {}
+    swept = len(plan.memory.buffers)
+    for pv in plan.values:
+        if pv.buffer >= 0:
+            groups.setdefault(pv.buffer, []).append(pv.index)
+    for b in [b for b, t in groups.items()        # tenants all share the buffer's first
+              if b < swept and all(plan.values[vi].nbytes > 0 for vi in t)]:  # byte: swept
+        del groups[b]
+    if not any(len(t) > 1 for t in groups.values()):
+        return                                       # no reuse planned: nothing to order
+    rank = clocks.rank
+    for b in sorted(groups):
+        # Producer launch order in the replay: a linear extension of happens-before, so if
+        # the tenants form a chain at all, this is the chain's order.
+        tenants = sorted(groups[b], key=lambda vi: (rank[plan.values[vi].producer]
+                                                    if plan.values[vi].producer >= 0 else -1, vi))
+        for a, nxt in zip(tenants, tenants[1:]):
+            va, vb = plan.values[a], plan.values[nxt]
+            _check_handover(plan, clocks, readers, f"buffer {b}: {va.name!r} -> {vb.name!r}",
+                            a, nxt)
+
+
+def check_overlaps(plan: Plan, clocks: PlanClocks, readers: list[list[int]]) -> None:
+    """Values whose arena byte ranges overlap, whatever their buffer ids, are ordered."""
+    mem = plan.memory
+    bufs, values, rank = mem.buffers, plan.values, clocks.rank
+    bounds = []
+    for pv in values:
+        if 0 <= pv.buffer < len(bufs) and pv.nbytes > 0:
+            start = bufs[pv.buffer].offset
+            if start < 0 or start + pv.nbytes > mem.peak_bytes:
+                raise VerificationError(f"value {pv.name!r} at bytes [{start}, {start + pv.nbytes}) "
+                                        f"of buffer {pv.buffer} lies outside the "
+                                        f"{mem.peak_bytes}-byte arena")
+            bounds.append((start + pv.nbytes, 0, pv.index))   # ends sort before starts:
+            bounds.append((start, 1, pv.index))               # ranges are half-open
+    if len(bounds) < 4:
+        return
+    bounds.sort()
+
+    def key(vi: int) -> tuple[int, int]:
+        p = values[vi].producer
+        return (rank[p] if p >= 0 else -1, vi)
+
+    def check(a: tuple[int, int], b: tuple[int, int]) -> None:
+        va, vb = values[a[1]], values[b[1]]
+        sa, sb = bufs[va.buffer].offset, bufs[vb.buffer].offset
+        where = (f"overlapping arena bytes, {va.name!r} [{sa}, {sa + va.nbytes}) in buffer "
+                 f"{va.buffer} -> {vb.name!r} [{sb}, {sb + vb.nbytes}) in buffer {vb.buffer}")
+        _check_handover(plan, clocks, readers, where, a[1], b[1])
+
+    active: list[tuple[int, int]] = []     # values covering the current offset, by key
+    for _, starts, vi in bounds:
+        k = key(vi)
+        i = bisect_left(active, k)
+        if starts:
+            active.insert(i, k)
+            if i > 0:
+                check(active[i - 1], k)
+            if i + 1 < len(active):
+                check(k, active[i + 1])
+        else:
+            active.pop(i)
+            if 0 < i < len(active):            # its neighbours meet: both cover this offset
+                check(active[i - 1], active[i])
+
+
+def _check_handover(plan: Plan, clocks: PlanClocks, readers: list[list[int]], where: str,
+                    a: int, nxt: int) -> None:
+    va, vb = plan.values[a], plan.values[nxt]
+    pa, pb = va.producer, vb.producer
+    if pb < 0:
+        raise VerificationError(f"{where}: {vb.name!r} is a graph input or constant and cannot "
+                                "take over a buffer")
+    if va.is_output:
+        raise VerificationError(f"{where}: graph output {va.name!r} is overwritten by "
+                                f"{clocks.where(pb)}")
+    if pa == pb:
+        raise VerificationError(f"{where}: both are outputs of {clocks.where(pa)}")
+    if pa >= 0 and not clocks.before(pa, pb):
+        raise VerificationError(f"unordered buffer reuse (write after write), {where}: "
+                                f"{clocks.where(pa)} -> {clocks.where(pb)} are not ordered")
+    for r in readers[a]:
+        if not clocks.before_or_same(r, pb):
+            raise VerificationError(f"unordered buffer reuse (write after read), {where}: "
+                                    f"reader {clocks.where(r)} is not ordered before the "
+                                    f"writer {clocks.where(pb)}")
+
+
+def check_releases(plan: Plan, clocks: PlanClocks, readers: list[list[int]] | None = None) -> None:
+    """A value released after node X: its producer and every reader happen before or at X."""
+    if not any(node.free_after for node in plan.nodes):
+        return
+    readers = readers if readers is not None else _readers(plan)
+    for x, node in enumerate(plan.nodes):
+        for vi in node.free_after:
+            pv = plan.values[vi]
+            if pv.is_output:
+                raise VerificationError(f"graph output {pv.name!r} is released after "
+                                        f"{clocks.where(x)}")
+            users = ([pv.producer] if pv.producer >= 0 else []) + readers[vi]
+            for r in users:
+                if not clocks.before_or_same(r, x):
+                    raise VerificationError(
+                        f"unordered release: {pv.name!r} is released after {clocks.where(x)} "
+                        f"while {clocks.where(r)} may still use it")
