@@ -4,7 +4,8 @@
                                    Kt = Transpose(K0, perm), optionally * c2, either order
     S' = S [* c3 | / c3]           a constant scalar
     S'' = S' + mask                either operand order
-    Y = MatMul(Softmax(S'', last axis), V)
+    P = Softmax(S'', last axis)    optionally P' = Where(IsNaN(P), 0, P)
+    Y = MatMul(P, V)
  -> Y = Attention(Q, K, V[, mask], scale = c1 * c2 * c3)
 
 Exporters write scaled dot-product attention this way (torch's TorchScript exporter scales Q
@@ -21,14 +22,16 @@ The rewrite fires only where both sides compute the same thing:
   identity;
 - every scale is a constant scalar that keeps the shape of what it scales, and their product
   is positive and finite (Attention scales Q and K by its square root);
-- the mask keeps the scores' shape when added, and its key axis is the full key length
-  (Attention pads a short key axis with -inf rather than broadcasting it);
+- the mask keeps the scores' shape when added, its key axis is the full key length
+  (Attention pads a short key axis with -inf rather than broadcasting it), and with 3-D
+  inputs a 3-D mask has batch 1 (Attention's masks line up with (batch, 1 head, L, S));
 - Softmax is over the last axis (opset < 13: axis = rank - 1, where the 2-D coercion of those
   opsets is the same thing);
 - every intermediate value has exactly one use and is not a graph output.
-One difference remains by definition: a query row whose mask is -inf for every key gives
-zeros from Attention (as torch's scaled_dot_product_attention does) where the unfused graph
-gives NaN.
+A query row whose mask is -inf for every key gives zeros from Attention (as torch's
+scaled_dot_product_attention does). The unfused graph gives NaN there, unless it guards the
+probabilities with Where(IsNaN(P), 0, P), as torch's exporter does for bool masks: that guard
+is fused too, and then the two agree on every finite input.
 
 The fused node keeps the first MatMul's name and produces the last MatMul's output value (same
 name); it lists every replaced node in GE's attribute `_datadump_original_op_names`. Below
