@@ -45,9 +45,8 @@ import math
 import numpy as np
 
 from ...ir.graph import Graph, Node, Value
-from ._match import FLOATS, fusion_sites, mark_fused, note_fused, single_consumer
+from ._match import FLOATS, ORIGINAL_NAMES, fusion_sites, mark_fused, note_fused, single_consumer
 
-ORIGINAL_NAMES = "_datadump_original_op_names"   # GE's attribute (INTERFACE.md)
 ATTENTION_OPSET = 23
 
 
@@ -270,10 +269,10 @@ def _fuse(p: dict, graph: Graph, domain: str) -> str:
     k = _key_input(p, graph)
     mm1.set_inputs([p["q"], k, p["v"]] + ([p["mask"]] if p["mask"] is not None else []))
     mm1.op_type, mm1.domain = "Attention", domain
-    mm1.attrs = {"scale": float(p["scale"])}
+    kept = {ORIGINAL_NAMES: mm1.attrs[ORIGINAL_NAMES]} if ORIGINAL_NAMES in mm1.attrs else {}
+    mm1.attrs = {"scale": float(p["scale"]), **kept}   # a MatMul fused before keeps its names
     if p["rank"] == 3:
         mm1.attrs.update(q_num_heads=1, kv_num_heads=1)
-    mm1.attrs[ORIGINAL_NAMES] = names
     return mark_fused(mm1, names)
 
 
