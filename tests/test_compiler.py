@@ -17,7 +17,7 @@ from pyge.passes.pipeline import CompileState, Pass, StagePoint, run_pipeline
 GRAPH_ORDER = ["clone", "check_ops", "BEFORE_INFER_SHAPE", "infer_types", "collectives",
                "AFTER_INFER_SHAPE",
                "fold_constants", "fuse_conv_bn", "fuse_conv_act", "fuse_affine", "fuse_shuffle",
-               "AFTER_BUILTIN_FUSION_PASS", "assign_engines", "AFTER_ORIGIN_GRAPH_OPTIMIZE"]
+               "fuse_attention", "AFTER_BUILTIN_FUSION_PASS", "assign_engines", "AFTER_ORIGIN_GRAPH_OPTIMIZE"]
 MODEL_ORDER = ["allocate_streams", "stream_policy", "custom_passes", "renumber_streams",
                "build_plan", "order_collectives", "insert_events", "assign_event_ids",
                "plan_memory", "verify"]
@@ -61,7 +61,7 @@ def test_stage_points_see_the_graph_at_their_stage():
     run_graph_passes(st, on_stage=hook)
     assert seen == {"BEFORE_INFER_SHAPE": ("check_ops", False),
                     "AFTER_INFER_SHAPE": ("collectives", False),
-                    "AFTER_BUILTIN_FUSION_PASS": ("fuse_shuffle", False),
+                    "AFTER_BUILTIN_FUSION_PASS": ("fuse_attention", False),
                     "AFTER_ORIGIN_GRAPH_OPTIMIZE": ("assign_engines", False)}
 
 
@@ -113,7 +113,7 @@ def test_fusion_off_runs_the_fusion_passes_as_no_ops():
     run_graph_passes(st)
     results = dict(st.results)
     assert not any(results[n].modified for n in ("fold_constants", "fuse_conv_bn", "fuse_conv_act",
-                                                 "fuse_affine", "fuse_shuffle"))
+                                                 "fuse_affine", "fuse_shuffle", "fuse_attention"))
     assert results["clone"].modified and results["assign_engines"].modified
 
 

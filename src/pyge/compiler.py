@@ -1,7 +1,7 @@
 """pyge.compile: graph -> CompiledModel, through the two pass lists below.
 
 GRAPH_PASSES run once per compilation, on the compiler's copy of the graph: copy it,
-check operators, infer types (the collectives' too), fold constants, the four fusions,
+check operators, infer types (the collectives' too), fold constants, the fusions,
 assign engines. MODEL_PASSES
 run once per compiled (sub-)model: stream allocation (GE's chain on engine clusters), the
 stream policy, the stream passes (GE's DAG pass of the automatic mode, then the user's;
@@ -45,8 +45,8 @@ from .passes.conditions import (ACYCLIC, COLLECTIVES_CHAINED, DENSE_STREAMS, ENG
                                 STREAMS_IN_RANGE)
 from .passes.custom import run_stream_passes
 from .passes.custom.plugins import ensure_plugins_loaded
-from .passes.graph import (check_ops, engines, fold_constants, fuse_affine, fuse_conv_act,
-                           fuse_conv_bn, fuse_shuffle, infer_types)
+from .passes.graph import (check_ops, engines, fold_constants, fuse_affine, fuse_attention,
+                           fuse_conv_act, fuse_conv_bn, fuse_shuffle, infer_types)
 from .passes.graph import collectives as graph_collectives
 from .passes.memory import planner as memory
 from .passes.pipeline import (UNCHANGED, CompileState, Pass, PassResult, StagePoint, changed,
@@ -195,8 +195,10 @@ GRAPH_PASSES = [
          requires=(OWNED, ACYCLIC)),
     Pass("fuse_affine", _when_fusing(fuse_affine, "fuse_affine", "fused"),
          requires=(OWNED, ACYCLIC)),
-    # The dump stage keeps its name from when one pass ran every fusion: the graph after all.
     Pass("fuse_shuffle", _when_fusing(fuse_shuffle, "fuse_channel_shuffle", "fused"),
+         requires=(OWNED, ACYCLIC)),
+    # The dump stage keeps its name from when one pass ran every fusion: the graph after all.
+    Pass("fuse_attention", _when_fusing(fuse_attention, "fuse_attention", "fused"),
          requires=(OWNED, ACYCLIC), dump_stage="FuseConvBN"),
     AFTER_BUILTIN_FUSION_PASS,
     Pass("assign_engines", _engines, requires=(OWNED,), ensures=(ENGINES_ASSIGNED,)),

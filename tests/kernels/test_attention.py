@@ -146,6 +146,20 @@ def test_random_against_onnxruntime():
     assert checked >= 20
 
 
+def test_pyge_domain_op_is_opset_23_attention_in_older_graphs():
+    # what passes/graph/fuse_attention.py makes below opset 23: the same numbers
+    rng = np.random.default_rng(23)
+    for _ in range(15):
+        feeds, attrs, outputs = _random_case(rng, 23)
+        m = _attn_model(feeds, attrs, 23, outputs)
+        want = _run(m, feeds)
+        m.graph.node[0].domain = "pyge"
+        del m.opset_import[:]
+        m.opset_import.extend([helper.make_opsetid("", 17), helper.make_opsetid("pyge", 1)])
+        for g, w in zip(_run(m, feeds), want):
+            np.testing.assert_array_equal(g, w, err_msg=str(attrs))
+
+
 def test_qk_mode0_is_raw_with_softcap():
     rng = np.random.default_rng(1)
     feeds = {n: rng.standard_normal((1, 2, 3, 4)).astype(np.float32) for n in "QKV"}

@@ -2,8 +2,8 @@
 module shares (see ``torch_ops`` for what an emitter is).
 
 ``OPS`` maps an ATen overload to its emitter; ``@op(overload, ...)`` registers one. The emitter
-modules (``torch_ops``, ``torch_ops_shape``, ``torch_ops_nn``) import this module and fill the
-table when they are imported; none of them imports another.
+modules (``torch_ops``, ``torch_ops_shape``, ``torch_ops_nn``, ``torch_ops_attention``) import
+this module and fill the table when they are imported; none of them imports another.
 """
 from __future__ import annotations
 

@@ -47,6 +47,7 @@ from .torch_outputs import output_names
 log = logging.getLogger(__name__)
 
 OPSET = 20          # Gelu is an opset-20 op; everything else we emit is opset <= 18 style
+#                     (a graph with attention is raised to opset 23: torch_ops_attention)
 FOLD_LIMIT = 1 << 20  # largest constant (elements) we fold at import time
 _POISON = object()  # the result of a node we could not convert: its users are skipped quietly
 

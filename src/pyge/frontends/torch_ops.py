@@ -8,8 +8,9 @@ after the FX node), helpers with ``cx.tmp``, or returns an existing Value when t
 It raises ``Unsupported(reason)`` for a configuration it cannot express.
 
 The table itself and the shared helpers are in ``aten_table``. Shape and indexing ops live in
-``torch_ops_shape``, NN ops in ``torch_ops_nn``; they add to the same table. Every ATen op in
-the table that torch.export would decompose is preserved instead.
+``torch_ops_shape``, NN ops in ``torch_ops_nn``, attention in ``torch_ops_attention``; they
+add to the same table. Every ATen op in the table that torch.export would decompose is
+preserved instead.
 """
 from __future__ import annotations
 
@@ -406,4 +407,4 @@ def _var(cx, a):
     return cx.out("Div", [ss, cx.scalar(max(n - corr, 0), x.dtype)])
 
 
-from . import torch_ops_dist, torch_ops_nn, torch_ops_shape  # noqa: E402,F401 - they add to OPS
+from . import torch_ops_attention, torch_ops_dist, torch_ops_nn, torch_ops_shape  # noqa: E402,F401 - they add to OPS

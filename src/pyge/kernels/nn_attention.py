@@ -279,6 +279,11 @@ def attention(ctx):
     return fn
 
 
+# The same op, with opset-23 semantics, in graphs of an older opset: what
+# passes/graph/fuse_attention.py makes of MatMul/Softmax/MatMul there.
+register("Attention", domain="pyge")(attention)
+
+
 @register("RotaryEmbedding", since=23)
 def rotary_embedding(ctx):
     """x is (batch, heads, seq, head) or (batch, seq, heads * head) with num_heads; the

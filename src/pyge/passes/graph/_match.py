@@ -1,4 +1,5 @@
-"""What the fusion passes (fuse_conv_bn, fuse_conv_act, fuse_affine, fuse_shuffle) share."""
+"""What the fusion passes (fuse_conv_bn, fuse_conv_act, fuse_affine, fuse_shuffle,
+fuse_attention) share."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator

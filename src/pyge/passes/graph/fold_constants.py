@@ -4,6 +4,9 @@ The result becomes an initializer under the node's output name, so downstream no
 dumps still see the same value names; the folded node disappears (its name is kept in
 `graph.metadata["folded"]` for reference). Nondeterministic ops and nodes with subgraphs
 are never folded; nor are outputs larger than MAX_FOLD_BYTES (folding would bloat weights).
+Shape and Size are constants too where the dims they read are known (feeds are checked
+against the declared input shapes), so the scale that exporters compute as
+1/sqrt(Shape(q)[-1]) folds to a number that fusions can read.
 """
 from __future__ import annotations
 
@@ -29,6 +32,11 @@ def fold_constants(graph: Graph) -> int:
     for n in graph.topological_sort():
         if n.op_type in _NEVER or n.subgraphs or n.domain not in ("", "ai.onnx"):
             continue
+        known = _static_shape_of(n)
+        if known is not None:
+            graph.fold_to_constants(n, [known])
+            folded.append(n.name)
+            continue
         if any(v is not None and v.const is None for v in n.inputs):
             continue
         if any(o.kind != "tensor" for o in n.outputs):
@@ -50,3 +58,22 @@ def fold_constants(graph: Graph) -> int:
     if folded:
         graph.metadata["folded"] = ",".join(folded)
     return len(folded)
+
+
+def _static_shape_of(n) -> np.ndarray | None:
+    """The value of Shape(x) (with its start / end) or Size(x) when the dims it reads are all
+    known ints (Shape(x, start=-1) of a (batch, seq, 64) tensor with a symbolic batch is 64)."""
+    if n.op_type not in ("Shape", "Size") or len(n.inputs) != 1 or len(n.outputs) != 1:
+        return None
+    x = n.inputs[0]
+    if x is None or x.kind != "tensor" or x.shape is None:
+        return None
+    dims = list(x.shape)
+    if n.op_type == "Shape":
+        end = n.attrs.get("end")
+        dims = dims[int(n.attrs.get("start", 0)):None if end is None else int(end)]  # ONNX clamps too
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    if n.op_type == "Size":
+        return np.asarray(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)
+    return np.asarray(dims, dtype=np.int64)
