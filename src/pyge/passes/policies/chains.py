@@ -18,69 +18,12 @@
 from __future__ import annotations
 
 import logging
-from collections import deque
-
+from ...analysis.matching import hopcroft_karp
 from ...ir.graph import Graph
 from ._dag import CostTable, DagView, finish, fold_light_streams, schedule_est
 
 log = logging.getLogger(__name__)
 
-_INF = 1 << 60
-
-
-def hopcroft_karp(adj: list[list[int]], n_right: int, initial: list[int] | None = None) -> list[int]:
-    """Maximum bipartite matching; adj[u] lists the right vertices of left vertex u, and
-    `initial` (optional) is a matching to start from. Returns match_left: the right vertex
-    matched to each left vertex, or -1."""
-    n_left = len(adj)
-    match_l, match_r = [-1] * n_left, [-1] * n_right
-    for u, v in enumerate(initial or ()):
-        if v >= 0:
-            match_l[u], match_r[v] = v, u
-    while True:
-        dist = [_INF] * n_left
-        q = deque(u for u in range(n_left) if match_l[u] < 0)
-        for u in q:
-            dist[u] = 0
-        found = False
-        while q:
-            u = q.popleft()
-            for v in adj[u]:
-                w = match_r[v]
-                if w < 0:
-                    found = True
-                elif dist[w] == _INF:
-                    dist[w] = dist[u] + 1
-                    q.append(w)
-        if not found:
-            return match_l
-        it = [0] * n_left
-        for root in range(n_left):
-            if match_l[root] < 0:
-                _augment(root, adj, dist, it, match_l, match_r)
-
-
-def _augment(root: int, adj, dist, it, match_l, match_r) -> bool:
-    """One iterative DFS along the BFS layers from a free left vertex; flips the path."""
-    stack, chosen = [root], {}
-    while stack:
-        x = stack[-1]
-        if it[x] >= len(adj[x]):
-            dist[x] = _INF          # dead end: no later search goes through x this phase
-            stack.pop()
-            continue
-        v = adj[x][it[x]]
-        it[x] += 1
-        w = match_r[v]
-        if w < 0:
-            chosen[x] = v
-            for y in stack:
-                match_l[y], match_r[chosen[y]] = chosen[y], y
-            return True
-        if dist[w] == dist[x] + 1:
-            chosen[x] = v
-            stack.append(w)
-    return False
 
 
 def _bits(m: int):

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from ...analysis.matching import greedy_matching, hopcroft_karp
 from ...ir.graph import Graph, Node
 from ._graph import Topo, is_transparent, label_of
 
@@ -83,60 +84,9 @@ def _bridged(i: int, succ_all: list[list[int]], kept: list[bool], index: dict[in
 
 
 def max_matching(succs: list[list[int]]) -> list[int]:
-    """Hopcroft-Karp on the bipartite graph u_out -- v_in (v in succs[u]); returns, per u,
-    the v it is matched to, or -1."""
-    n = len(succs)
-    match_u, match_v = [-1] * n, [-1] * n
-    for u in range(n):                    # greedy start: most edges are matched here
-        for v in succs[u]:
-            if match_v[v] < 0:
-                match_u[u], match_v[v] = v, u
-                break
-    inf = n + 1
-    while True:
-        dist = [inf] * n
-        queue = deque(u for u in range(n) if match_u[u] < 0)
-        for u in queue:
-            dist[u] = 0
-        found = False
-        while queue:
-            u = queue.popleft()
-            for v in succs[u]:
-                w = match_v[v]
-                if w < 0:
-                    found = True
-                elif dist[w] == inf:
-                    dist[w] = dist[u] + 1
-                    queue.append(w)
-        if not found:
-            return match_u
-        it = [0] * n
-        for u in range(n):
-            if match_u[u] < 0:
-                _augment(u, succs, match_u, match_v, dist, it, inf)
-
-
-def _augment(root: int, succs, match_u, match_v, dist, it, inf) -> bool:
-    """One shortest augmenting path from free `root` along the layers (iterative DFS)."""
-    stack = [root]
-    while stack:
-        u = stack[-1]
-        if it[u] >= len(succs[u]):
-            dist[u] = inf                 # dead end for this phase
-            stack.pop()
-            continue
-        v = succs[u][it[u]]
-        it[u] += 1
-        w = match_v[v]
-        if w < 0:                         # free in-copy: flip the path root .. u -> v
-            for x in reversed(stack):
-                nxt = match_u[x]
-                match_u[x], match_v[v] = v, x
-                v = nxt
-            return True
-        if dist[w] == dist[u] + 1:
-            stack.append(w)
-    return False
+    """Hopcroft-Karp on the bipartite graph u_out -- v_in (v in succs[u]), after a greedy
+    start; returns, per u, the v it is matched to, or -1."""
+    return hopcroft_karp(succs, len(succs), greedy_matching(succs, len(succs)))
 
 
 def path_cover(succs: list[list[int]]) -> list[list[int]]:
