@@ -20,7 +20,7 @@ import os as _os
 # cores after a run, which the other stream workers and anything else on the machine pay for.
 # A bounded spin covers the gaps between one run's operators and then sleeps: GNU libgomp
 # (pip's torch) counts spin iterations, Intel/LLVM OpenMP takes milliseconds.
-# `python benchmarks/bench_omp_wait.py` measures all three (README, "OpenMP waits"). Only when
+# `python benchmarks/bench_omp_wait.py` measures all three (docs/performance.md, "OpenMP waits"). Only when
 # the user has set none of these, and only if torch is imported after pyge (OpenMP reads them
 # when it loads): torch is imported lazily, by the first use of a name that needs it, so it
 # always comes after this.

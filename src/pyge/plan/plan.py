@@ -150,7 +150,7 @@ class Plan:
     __str__ = format
 
 
-_ITEMSIZE: dict[str, int] = {}   # dtype name -> bytes per element (np.dtype costs ~10 us a call)
+_ITEMSIZE: dict[str, int] = {}   # dtype name -> bytes per element (np.dtype is slow to build per call)
 
 
 def itemsize(dtype: str) -> int:

@@ -1,22 +1,16 @@
 """What pyge.compile does about streams when the user sets no stream option.
 
     cpu   GE's own rules (no policy): on engine clusters, with ge.streamMaxParallelNum=1, they
-          put one engine's nodes on one stream, which on all nine light models of the onnx package is the
-          single-stream plan. benchmarks/bench_policies_cpu.py on a 2-core machine (results in
-          benchmarks/results/policies_cpu.txt, figures in the README): a multi-stream plan
-          splits the cores between the streams' threads, so the two-stream policies gain at
-          most a few percent on some models and lose up to ~40% on others. None stays within
-          5% of single stream on every model, so none may be the default; `pyge tune` (never
-          measurably slower than single stream) finds the models where more streams pay.
+          put one engine's nodes on one stream, which on the light models of the onnx package
+          is the single-stream plan. A multi-stream plan splits a small machine's cores between
+          the streams' threads, so no policy is faster than single stream on every model
+          (benchmarks/bench_policies_cpu.py; figures in docs/performance.md), and none may be
+          the default; `pyge tune` finds the models where more streams pay.
     cuda  GE's rules too, until a GPU measurement says otherwise. The simulator
-          (tuning/simulator.py, static GPU costs, graph-replay overheads) recommends
-          list_schedule over pyge.maxStreams (4) streams: best or tied-best of the policies
-          and GE's automatic modes at every stream count on googlenet (1.99x single stream)
-          and inception_v3 (1.85x; min_streams:4 1.57x, critical_path:4 1.83x), in line with
-          Nimble and Opara (1.5-2.5x at batch 1). That recommendation is CUDA_CANDIDATE;
-          benchmarks/gpu_bench.py measures it, and it becomes the default only when a GPU
-          session has measured it (no session so far had a GPU). Until then the reference
-          example behaves on cuda exactly as on cpu.
+          (tuning/simulator.py) recommends list_schedule over pyge.maxStreams streams on the
+          branchy CNNs; that recommendation is CUDA_CANDIDATE. benchmarks/gpu_bench.py measures
+          it on a GPU, and it becomes the default only once measured there, never slower than
+          single stream. Until then the reference example behaves on cuda exactly as on cpu.
 
 GE's behaviour stays one option away: `pyge.streamPolicy=ge` (or any explicit stream option)
 turns the default off. The default applies only when none of STREAM_OPTIONS is given, so
