@@ -79,9 +79,9 @@ def _entries(group, fixed, cells, cnt):
     return box[perm], code[perm], key, cell8[perm]
 
 
-def _ranges(code, key, cell8):
-    """For each undecided entry, the two position ranges of its partners: among the
-    undecided entries of its cell and among the fixed ones. Returns (src, lo, hi)."""
+def _ranges(code, key, cell8, among_open: bool, with_fixed: bool):
+    """For each undecided entry, the position ranges of its partners: among the undecided
+    entries of its cell, and among the fixed ones. Returns (src, lo, hi)."""
     # start[c * 8 + r]: the position of cell c's first entry of rank slot r (8: next cell).
     new = np.empty(key.size, bool)
     new[0] = True
@@ -92,23 +92,30 @@ def _ranges(code, key, cell8):
     np.cumsum(np.bincount(cell * 8 + slot, minlength=start.size - 1), out=start[1:])
     p = np.flatnonzero(slot < 4)
     q, base = code[p], cell[p] * 8
-    open_end = start[base + 4]
-    lo1 = np.where(q == 3, p + 1, np.where(q == 2, start[base + 2], open_end))
-    hi1 = np.where(q == 3, open_end, np.where(q == 2, start[base + 3], open_end))
-    lo2, hi2 = start[base + _FIXED_LO[q]], start[base + _FIXED_HI[q]]
-    return np.concatenate([p, p]), np.concatenate([lo1, lo2]), np.concatenate([hi1, hi2])
+    src, lo, hi = [], [], []
+    if among_open:
+        open_end = start[base + 4]
+        src.append(p)
+        lo.append(np.where(q == 3, p + 1, np.where(q == 2, start[base + 2], open_end)))
+        hi.append(np.where(q == 3, open_end, np.where(q == 2, start[base + 3], open_end)))
+    if with_fixed:
+        src.append(p)
+        lo.append(start[base + _FIXED_LO[q]])
+        hi.append(start[base + _FIXED_HI[q]])
+    return tuple(x[0] if len(x) == 1 else np.concatenate(x) for x in (src, lo, hi))
 
 
-def suppressing_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr):
-    """All pairs (a, b) of the given boxes, a < b, in one group, not both `fixed`, whose
-    IoU exceeds `thr` (a scalar of the boxes' dtype). Every box must have a positive extent
-    in both axes and a finite positive area."""
+def suppressing_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr, among_open=True):
+    """All pairs (a, b) of the given boxes, a < b, in one group, not both `fixed` (and with
+    among_open False, one of them fixed), whose IoU exceeds `thr` (a scalar of the boxes'
+    dtype). Every box must have a positive extent in both axes and a finite positive area."""
     empty = np.zeros(0, np.int64)
-    if group.size < 2 or fixed.all():
+    with_fixed = bool(fixed.any())
+    if group.size < 2 or fixed.all() or not (among_open or with_fixed):
         return empty, empty
     cells, cnt = _grid(xmin, xmax, ymin, ymax, int(group.max()) + 1)
     box, code, key, cell8 = _entries(group, fixed, cells, cnt)
-    src, lo, hi = _ranges(code, key, cell8)
+    src, lo, hi = _ranges(code, key, cell8, among_open, with_fixed)
     n = hi - lo
     keep = n > 0
     src, lo, n = src[keep], lo[keep], n[keep]
@@ -134,29 +141,36 @@ def suppressing_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr):
 
 
 def _suppresses(coords, i, j, thr):
-    """onnxruntime's SuppressByIOU for the pairs (i[k], j[k]), elementwise."""
+    """onnxruntime's SuppressByIOU for the pairs (i[k], j[k]): the k that suppress. The
+    pairs that do not overlap in x (most, on a grid) are dropped before the rest is read."""
     xmin, xmax, ymin, ymax, area = coords
-    w = np.minimum(xmax[i], xmax[j]) - np.maximum(xmin[i], xmin[j])
-    h = np.minimum(ymax[i], ymax[j]) - np.maximum(ymin[i], ymin[j])
+    w = np.minimum(xmax[i], xmax[j])
+    w -= np.maximum(xmin[i], xmin[j])
+    k = np.flatnonzero(w > 0)
+    i, j, w = i[k], j[k], w[k]
+    h = np.minimum(ymax[i], ymax[j])
+    h -= np.maximum(ymin[i], ymin[j])
     inter = w * h
     union = area[i] + area[j] - inter
     with np.errstate(all="ignore"):
-        return (w > 0) & (h > 0) & (inter > 0) & (union > 0) & (inter / union > thr)
+        return k[(h > 0) & (inter > 0) & (union > 0) & (inter / union > thr)]
 
 
-def greedy_keep(n: int, fixed, first, second):
+def greedy_keep(n: int, first, second):
     """Greedy selection over `n` boxes in priority order (index order within a group: every
-    pair has first < second). `fixed` boxes are already kept; the rest are kept unless a
-    kept box earlier in the order suppresses them. Returns the kept mask.
+    pair has first < second): a box is kept unless a kept box earlier in the order
+    suppresses it. Returns the kept mask.
 
     Each round decides every undecided box whose suppressors are all decided: suppressed if
     one of them is kept, kept if none is. The earliest undecided box always qualifies, so
-    the rounds end; pairs into decided boxes are dropped as they go. Chains of overlaps
-    (box 1 suppresses 2, which would suppress 3...) decide few boxes a round: once a round
-    decides less than an eighth of what is open, one pass in order finishes the rest."""
-    state = np.where(fixed, 2, 1).astype(np.int8)       # 0 suppressed, 1 undecided, 2 kept
+    the rounds end; pairs from suppressed boxes or into decided ones are dropped as they go.
+    Chains of overlaps (box 1 suppresses 2, which would suppress 3...) decide few boxes a
+    round: once a round after the first two (which decide the unopposed boxes, then those
+    they suppress) decides less than an eighth of what is open, one pass in order finishes
+    the rest."""
+    state = np.ones(n, np.int8)                          # 0 suppressed, 1 undecided, 2 kept
     u, v = first, second
-    open_count = n - int(fixed.sum())
+    open_count, rounds = n, 0
     while True:
         su = state[u]
         hit = np.zeros(n, bool)
@@ -168,20 +182,21 @@ def greedy_keep(n: int, fixed, first, second):
         state[open_ & ~hit & ~wait] = 2
         if not u.size:
             return state == 2
-        live = state[v] == 1
+        live = (state[v] == 1) & (state[u] != 0)
         u, v = u[live], v[live]
         left = int(np.count_nonzero(state == 1))
-        if 8 * (open_count - left) < open_count:
+        rounds += 1
+        if rounds >= 3 and 8 * (open_count - left) < open_count:
             return _in_order(state, u, v) == 2
         open_count = left
 
 
 def _in_order(state, u, v):
-    """Finish greedy selection one box at a time, in priority order. Every open box has
-    all its pairs among (u, v), and its suppressors come before it, so by the time a box is
-    reached all of them are decided."""
+    """Finish greedy selection one box at a time, in priority order. (u, v) holds every
+    pair into an open box from a box not suppressed, and suppressors come first, so by the
+    time a box is reached all of them are decided. An open box with no such pair is kept."""
     order = np.argsort(v, kind="stable")
-    st = state.tolist()
+    st = np.where(state == 1, 2, state).tolist()
     box, fate = -1, 2
     for a, b in zip(u[order].tolist(), v[order].tolist()):
         if b != box:
