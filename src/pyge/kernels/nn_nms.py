@@ -1,18 +1,34 @@
 """NonMaxSuppression (opset 10+): greedy selection of boxes per (batch, class).
 
-It is inherently sequential and its output size depends on the data: it runs on the host
-(numpy, in the boxes' precision, the same arithmetic as the reference) and is a HOST_OP.
+The result is onnxruntime's, index for index: candidates above the score threshold taken by
+score, the lower box index first among equal scores; a candidate kept unless a box kept
+before it in its (batch, class) overlaps it by an IoU above the threshold, computed with
+onnxruntime's float arithmetic; at most max_output_boxes_per_class kept per (batch, class),
+listed by batch, class, then selection order. An iou_threshold outside [0, 1] is refused, as
+onnxruntime refuses it. (NaN scores, whose order onnxruntime leaves to its heap, come last.)
+
+Selection is vectorised on the host, in numpy (nn_nms_graph.py): the suppressing pairs come
+from a spatial join and greedy selection is resolved over those pairs, all (batch, class)
+groups at once. Candidates are taken in blocks by score rank, each joined with the boxes kept
+so far; later candidates cannot change what was kept before them, so a group stops once it
+has max_output_boxes_per_class. Data-dependent output: a HOST_OP.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from ._util import node_error, np_of, run_error, scalar
+from ._util import node_error, run_error
+from .nn_nms_graph import greedy_keep, suppressing_pairs
 from .registry import register
 
+# Candidates in the first block by score rank (the blocks double from there).
+BLOCK = 2048
+
+
 def _corners(b: np.ndarray, center: bool):
-    """(..., 4) boxes -> (xmin, xmax, ymin, ymax) arrays, computed as the reference does."""
+    """(..., 4) boxes -> (xmin, xmax, ymin, ymax), computed as onnxruntime does: corners
+    [y1, x1, y2, x2] in either order, or [x_center, y_center, width, height]."""
     if center:
         wh, hh = b[..., 2] / 2, b[..., 3] / 2
         return b[..., 0] - wh, b[..., 0] + wh, b[..., 1] - hh, b[..., 1] + hh
@@ -20,37 +36,148 @@ def _corners(b: np.ndarray, center: bool):
             np.minimum(b[..., 0], b[..., 2]), np.maximum(b[..., 0], b[..., 2]))
 
 
-def _nms_class(xmin, xmax, ymin, ymax, area, scores, max_out, iou_thr, score_thr):
-    """Greedy NMS of one (batch, class): the selected box indices, in selection order."""
-    cand = np.arange(scores.shape[0])
-    if score_thr is not None:
-        cand = cand[scores > score_thr]
-    # Highest score first; among equal scores the lower index first (a stable sort).
-    cand = cand[np.argsort(-scores[cand], kind="stable")]
-    alive = np.ones(cand.shape[0], bool)
-    selected: list[int] = []
-    pos = 0
-    while len(selected) < max_out:
-        while pos < cand.shape[0] and not alive[pos]:
-            pos += 1
-        if pos >= cand.shape[0]:
-            break
-        i = cand[pos]
-        selected.append(int(i))
-        pos += 1
-        rest = cand[pos:]
-        if rest.size == 0:
-            break
+class _Boxes:
+    """The flattened [batch * boxes] corners and areas, and which boxes can take part in a
+    suppression at all (positive extents, finite positive area)."""
+    __slots__ = ("xmin", "xmax", "ymin", "ymax", "area", "joinable")
+
+    def __init__(self, boxes: np.ndarray, center: bool):
+        self.xmin, self.xmax, self.ymin, self.ymax = (t.reshape(-1) for t in
+                                                      _corners(boxes, center))
         with np.errstate(all="ignore"):
-            ix0, ix1 = np.maximum(xmin[i], xmin[rest]), np.minimum(xmax[i], xmax[rest])
-            iy0, iy1 = np.maximum(ymin[i], ymin[rest]), np.minimum(ymax[i], ymax[rest])
-            inter = (ix1 - ix0) * (iy1 - iy0)
-            union = area[i] + area[rest] - inter
-            iou = inter / union
-            sup = (ix1 > ix0) & (iy1 > iy0) & (inter > 0) & (area[i] > 0) & (area[rest] > 0) \
-                & (union > 0) & (iou > iou_thr)
-        alive[pos:] &= ~sup
-    return selected
+            self.area = (self.xmax - self.xmin) * (self.ymax - self.ymin)
+            self.joinable = (self.xmax > self.xmin) & (self.ymax > self.ymin) \
+                & np.isfinite(self.area) & (self.area > 0)
+
+    def pairs(self, at, group, fixed, thr, among_open=True):
+        return suppressing_pairs(self.xmin[at], self.xmax[at], self.ymin[at], self.ymax[at],
+                                 self.area[at], group, fixed, thr, among_open)
+
+
+class _Blocks:
+    """Rank ranges [lo, hi) of the candidate blocks, each twice the size of the one before.
+    Blocks keep the join small where most candidates end up suppressed: a block's
+    candidates meet the boxes kept before it first, and only those that survive are joined
+    among themselves. A small max_output_boxes_per_class starts them smaller, so that a group
+    can stop early. Where a block kept most of its candidates, the rest comes in one block:
+    few will be suppressed, and every block joins all the boxes kept so far again."""
+
+    def __init__(self, longest: int, max_out: int):
+        self.longest = longest
+        self.step = BLOCK if max_out >= longest else min(BLOCK, max(2 * max_out, 256))
+        self.lo = 0
+        self.first = True
+
+    def next(self, kept_most: bool) -> tuple[int, int] | None:
+        if self.lo >= self.longest and not self.first:
+            return None
+        self.first = False
+        lo, hi = self.lo, min(self.lo + self.step, self.longest)
+        self.lo, self.step = hi, self.longest if kept_most else 2 * self.step
+        return lo, hi
+
+
+def _score_order(s: np.ndarray) -> np.ndarray:
+    """Per row, the indices by descending score, the lower index first among equal scores
+    (0.0 and -0.0 included), NaN last. float32 scores become integer keys of the same order
+    for torch's integer sort, several times faster than a stable float sort."""
+    if s.dtype != np.float32:
+        return np.argsort(-s, axis=1, kind="stable")
+    bits = (s + np.float32(0)).view(np.int32).astype(np.int64)     # -0.0 + 0.0 is 0.0
+    key = bits ^ ((bits >> 31) & 0x7FFFFFFF)                        # float order as ints
+    key = np.where(np.isnan(s), np.int64(1) << 40, -key)            # descending, NaN last
+    return torch.sort(torch.from_numpy(key), dim=1, stable=True)[1].numpy()
+
+
+def _candidates(scores: np.ndarray, score_thr):
+    """Per (batch, class) group g = batch * classes + class, its candidates by score rank:
+    the flat (group, rank, box) of every box above the threshold."""
+    s = scores.reshape(-1, scores.shape[-1])
+    order = _score_order(s)
+    if score_thr is None:
+        counts = np.full(s.shape[0], s.shape[1])
+    else:
+        with np.errstate(invalid="ignore"):
+            counts = (s > score_thr).sum(1)     # the candidates: a prefix of the order
+    g = np.repeat(np.arange(s.shape[0]), counts)
+    r = np.arange(g.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    return g, r, order[g, r], int(counts.max(initial=0))
+
+
+def _block(bx: _Boxes, g, at, prev_g, prev_at, iou_thr):
+    """Greedy selection of one block of candidates (group g, box at; in rank order) after
+    the boxes kept so far (prev_*): the kept mask of the block. First the candidates that a
+    kept box suppresses go; the rest are joined among themselves only then, so that where
+    most candidates are suppressed their pairs with each other are never looked at."""
+    join = np.flatnonzero(bx.joinable[at])
+    if prev_g.size and join.size:
+        fixed = np.zeros(prev_g.size + join.size, bool)
+        fixed[:prev_g.size] = True
+        _, b = bx.pairs(np.concatenate([prev_at, at[join]]), np.concatenate([prev_g, g[join]]),
+                        fixed, iou_thr, among_open=False)
+        hit = np.zeros(join.size, bool)
+        hit[b - prev_g.size] = True         # the fixed boxes come first: b is the candidate
+        join = join[~hit]
+    a, b = bx.pairs(at[join], g[join], np.zeros(join.size, bool), iou_thr)
+    keep = ~bx.joinable[at]
+    keep[join] = greedy_keep(join.size, a, b)
+    return keep
+
+
+def select(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr, score_thr,
+           center: bool) -> np.ndarray:
+    """The [k, 3] (batch, class, box) indices NMS selects; boxes [B, N, 4], scores
+    [B, C, N], thresholds numpy scalars of the boxes' / scores' dtype (score_thr may be
+    None)."""
+    nb, nc, n = scores.shape
+    if max_out <= 0 or n == 0 or nc == 0:
+        return np.zeros((0, 3), np.int64)
+    bx = _Boxes(boxes, center)
+    g_all, r_all, box_all, longest = _candidates(scores, score_thr)
+    at_all = (g_all // nc) * n + box_all
+    blocks = _Blocks(longest, max_out)
+    kept_g, kept_at = [], []
+    kept_count = np.zeros(nb * nc, np.int64)
+    prev_g = prev_at = np.zeros(0, np.int64)
+    span = blocks.next(False)
+    while span is not None:
+        g, at = g_all, at_all
+        if span != (0, longest):
+            done = kept_count >= max_out
+            sel = (r_all >= span[0]) & (r_all < span[1]) & ~done[g_all]
+            g, at = g_all[sel], at_all[sel]
+            live = ~done[prev_g]
+            prev_g, prev_at = prev_g[live], prev_at[live]
+        keep = _block(bx, g, at, prev_g, prev_at, iou_thr)
+        kg, kat = g[keep], at[keep]
+        kept_g.append(kg)
+        kept_at.append(kat)
+        kept_count += np.bincount(kg, minlength=nb * nc)
+        if (kept_count >= max_out).all():
+            break
+        joined = bx.joinable[kat]
+        prev_g = np.concatenate([prev_g, kg[joined]])
+        prev_at = np.concatenate([prev_at, kat[joined]])
+        span = blocks.next(2 * kg.size > g.size)
+    g, at = np.concatenate(kept_g), np.concatenate(kept_at)
+    if len(kept_g) > 1:     # blocks come by rank: a stable sort by group restores the order
+        idx = np.argsort(g, kind="stable")
+        g, at = g[idx], at[idx]
+    take = np.arange(g.size) - np.repeat(np.cumsum(kept_count) - kept_count, kept_count) \
+        < max_out
+    g, at = g[take], at[take]
+    return np.stack([g // nc, g % nc, at % n], 1).astype(np.int64)
+
+
+def _host(x, dtype) -> np.ndarray:
+    """A run-time tensor as a numpy array of `dtype` (float32 for the half types)."""
+    return x.detach().cpu().to(dtype).numpy()
+
+
+def _threshold(x, dtype):
+    if x is None or x.numel() == 0:
+        return None
+    return _host(x.reshape(-1)[:1], dtype)[0]
 
 
 @register("NonMaxSuppression", since=10)
@@ -59,39 +186,23 @@ def non_max_suppression(ctx):
     if center not in (0, 1):
         raise node_error(ctx, f"attribute 'center_point_box' must be 0 or 1, got {center}")
 
-    def opt(x, kind):
-        if x is None or x.numel() == 0:
-            return None
-        return kind(scalar(x))
-
     def fn(xs):
-        boxes, scores = xs[0], xs[1]
         xs = list(xs) + [None] * (5 - len(xs))
-        max_out = opt(xs[2], int) or 0
-        iou_thr = opt(xs[3], float)
-        score_thr = xs[4]
-        dev = boxes.device
+        boxes, scores = xs[0], xs[1]
         if boxes.ndim != 3 or boxes.shape[-1] != 4 or scores.ndim != 3 \
                 or scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
             raise run_error(ctx, f"boxes {tuple(boxes.shape)} must be [batches, boxes, 4] and "
                                  f"scores {tuple(scores.shape)} [batches, classes, boxes]")
-        out: list[tuple[int, int, int]] = []
-        if max_out > 0 and boxes.numel():
-            b = np_of(boxes.float() if boxes.dtype in (torch.float16, torch.bfloat16) else boxes)
-            s = np_of(scores.float() if scores.dtype in (torch.float16, torch.bfloat16)
-                      else scores)
-            ft = b.dtype.type
-            thr = ft(iou_thr if iou_thr is not None else 0.0)
-            sthr = None if score_thr is None or score_thr.numel() == 0 \
-                else np_of(score_thr.float() if score_thr.dtype in (torch.float16,
-                           torch.bfloat16) else score_thr).reshape(-1)[0]
-            xmin, xmax, ymin, ymax = _corners(b, center == 1)
-            area = (xmax - xmin) * (ymax - ymin)
-            for bi in range(b.shape[0]):
-                for ci in range(s.shape[1]):
-                    for k in _nms_class(xmin[bi], xmax[bi], ymin[bi], ymax[bi], area[bi],
-                                        s[bi, ci], max_out, thr, sthr):
-                        out.append((bi, ci, k))
-        res = torch.tensor(out, dtype=torch.int64).reshape(-1, 3)
+        dev = boxes.device
+        bdt = torch.float32 if boxes.dtype in (torch.float16, torch.bfloat16) else boxes.dtype
+        sdt = torch.float32 if scores.dtype in (torch.float16, torch.bfloat16) else scores.dtype
+        max_out = int(xs[2].reshape(-1)[0]) if xs[2] is not None and xs[2].numel() else 0
+        iou = _threshold(xs[3], bdt)
+        if iou is None:
+            iou = _host(torch.zeros(1), bdt)[0]
+        elif not 0 <= iou <= 1:
+            raise run_error(ctx, f"iou_threshold must be in [0, 1], got {float(iou)}")
+        res = torch.from_numpy(select(_host(boxes, bdt), _host(scores, sdt), max_out, iou,
+                                      _threshold(xs[4], sdt), center == 1))
         return [res.to(dev) if dev.type != "cpu" else res]
     return fn
