@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,12 @@ def test_gpu_session_script_dry_run(tmp_path):
     assert bench["cases"] and not bench["meta"]["skipped"]
     log = (out / "session.txt").read_text()
     assert "torch" in log and "ALL OK" in log          # the whole output of every step is kept
+
+
+def test_gpu_session_steps_fit_one_device_call():
+    """The device tool stops a call at 600 s: the steps' own timeouts must add up to less, with
+    room for the start and the copy back, or the last step's figures are lost."""
+    script = (ROOT / "benchmarks" / "gpu_session.sh").read_text()
+    limits = [int(n) for n in re.findall(r"^\s*timeout (\d+) ", script, flags=re.M)]
+    assert len(limits) >= 4, limits
+    assert sum(limits) <= 570, limits
