@@ -258,3 +258,14 @@ def test_find_cycle_names_the_loop():
     a.set_input(0, g.inputs[0])
     j.control_preds.append(r)
     assert describe_cycle(find_cycle(g)) in ("'R' (Relu) -> 'J' (Add) -> 'R'", "'J' (Add) -> 'R' (Relu) -> 'J'")
+
+
+def test_an_onnx_model_with_two_nodes_of_one_name_loads_with_unique_names():
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="dup"), helper.make_node("Neg", ["a"], ["y"], name="dup")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    graph = pyge.load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    assert [n.name for n in graph.nodes] == ["dup", "dup_1"]
+    out = pyge.compile(graph).run({"x": np.array([1.0, -2.0], np.float32)})["y"]
+    np.testing.assert_array_equal(out, [-1.0, 0.0])

@@ -412,3 +412,23 @@ def test_the_after_dump_is_written_when_the_pass_fails(tmp_path, monkeypatch):
     assert files() == ["RunCustomPassBegin_BeforeInferShapeHalf.pbtxt", "RunCustomPass_BeforeInferShapeHalf.pbtxt"]
     after = next(tmp_path.glob("*RunCustomPass_BeforeInferShapeHalf.pbtxt"))
     assert "half" in [n.name for n in load_dump(str(after)).graph.node]
+
+
+def test_the_handover_covers_tensor_attributes_and_gives_the_copy_the_originals():
+    from pyge.passes.custom.detach import Handover
+    g = _weighted()
+    value, listed = np.ones(2, np.float32), np.zeros(3, np.float32)
+    g.node("leaky").attrs.update(value=value, tensors=[listed])
+    h = Handover(g)
+    seen = g.node("leaky").attrs
+    assert not seen["value"].flags.writeable and not seen["tensors"][0].flags.writeable
+    assert not g.initializers["w"].const.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        seen["tensors"][0][0] = 1.0
+    brought = np.full(3, 7.0, np.float32)
+    g.node("mul").attrs["extra"] = brought
+    g.seal("test")
+    out = h.copy()
+    attrs = out.node("leaky").attrs
+    assert attrs["value"] is value and attrs["tensors"][0] is listed and out.initializers["w"].const.flags.writeable
+    assert out.node("mul").attrs["extra"] is not brought and np.array_equal(out.node("mul").attrs["extra"], brought)

@@ -41,6 +41,10 @@ def _arrays(graph: Graph) -> Iterator[tuple[Any, Callable[[Any], None]]]:
             for k, a in n.attrs.items():
                 if isinstance(a, np.ndarray):
                     yield a, lambda x, n=n, k=k: n.attrs.__setitem__(k, x)
+                elif isinstance(a, list):                     # a TENSORS attribute
+                    for i, t in enumerate(a):
+                        if isinstance(t, np.ndarray):
+                            yield t, lambda x, a=a, i=i: a.__setitem__(i, x)
 
 
 class Handover:
