@@ -193,7 +193,7 @@ def test_a_pass_may_not_compile_a_model_itself():
         pyge.compile(reference_graph())
         return GRAPH_SUCCESS
     err = _fails(nested)
-    assert "CustomPassError: custom stream pass 'Bad' failed with return code reentrant" in str(err)
+    assert "CustomPassError: custom pass 'Bad' failed with return code reentrant" in str(err)
 
 
 # -- the working graph, detached -----------------------------------------------------------

@@ -90,7 +90,8 @@ def _run_one(st: CompileState, stage: CustomPassStage, reg: CustomPassRegistrati
     outer = getattr(_inside, "pass_name", None)
     if outer is not None:
         raise CustomPassError(outer, "reentrant", "the pass compiled a model from inside its call; "
-                              "a nested compilation would run the custom passes again without end")
+                              "a nested compilation would run the custom passes again without end",
+                              kind="pass")
     graph = st.graph
     handover = Handover(graph)
     snap = graph_check.snapshot(graph)
