@@ -10,10 +10,10 @@ from __future__ import annotations
 _GRAY, _BLACK = 1, 2
 
 
-def find_cycle(graph: Graph) -> list[Node] | None:
+def find_cycle(graph: Graph) -> list[Node]:
     """The nodes of one dependency cycle among `graph`'s nodes (data edges, subgraph reads,
     control edges), in data-flow order: each feeds the next and the last feeds the first.
-    None when the graph is acyclic. Iterative depth-first search, linear in the graph."""
+    [] when the graph is acyclic. Iterative depth-first search, linear in the graph."""
     members = {id(n) for n in graph._nodes}
     state: dict[int, int] = {}
     for root in graph._nodes:
@@ -41,7 +41,7 @@ def find_cycle(graph: Graph) -> list[Node] | None:
                 state[id(done)] = _BLACK
                 del where[id(done)]
                 stack.pop()
-    return None
+    return []
 
 
 def describe_cycle(nodes: list[Node]) -> str:

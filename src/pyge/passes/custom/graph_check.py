@@ -89,7 +89,7 @@ def structure_problem(graph: Graph, snap: Snapshot) -> None:
     _interface(graph, snap)
     for g in graph.all_graphs():
         cycle = find_cycle(g)
-        if cycle is not None:
+        if cycle:
             err = GraphCycleError(f"graph {g.name!r} has a cycle: {describe_cycle(cycle)}")
             raise BrokenGraph(f"the graph has a cycle: {describe_cycle(cycle)}", err)
 
