@@ -1,5 +1,5 @@
 """pyge/compiler.py: the pass lists (the one statement of the order), their contracts, and the
-stage points where GE's custom graph passes will run."""
+stage passes where GE's custom graph passes run."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,12 +12,13 @@ from pyge.errors import InvariantError, PostconditionError, PreconditionError
 from pyge.examples import reference_graph
 from pyge.options import parse_options
 from pyge.passes import conditions as C
-from pyge.passes.pipeline import CompileState, Pass, StagePoint, run_pipeline
+from pyge.passes.pipeline import CompileState, Pass, run_pipeline
 
-GRAPH_ORDER = ["clone", "check_ops", "BEFORE_INFER_SHAPE", "infer_types", "collectives",
-               "AFTER_INFER_SHAPE",
+GRAPH_ORDER = ["clone", "check_ops", "custom_before_infer_shape", "infer_types", "collectives",
+               "custom_after_infer_shape",
                "fold_constants", "fuse_conv_bn", "fuse_conv_act", "fuse_affine", "fuse_shuffle",
-               "fuse_attention", "AFTER_BUILTIN_FUSION_PASS", "assign_engines", "AFTER_ORIGIN_GRAPH_OPTIMIZE"]
+               "fuse_attention", "custom_after_builtin_fusion_pass", "assign_engines",
+               "custom_after_origin_graph_optimize"]
 MODEL_ORDER = ["allocate_streams", "stream_policy", "custom_passes", "renumber_streams",
                "build_plan", "order_collectives", "insert_events", "assign_event_ids",
                "plan_memory", "verify"]
@@ -26,7 +27,7 @@ MODEL_ORDER = ["allocate_streams", "stream_policy", "custom_passes", "renumber_s
 def test_the_lists_in_order():
     assert [p.name for p in GRAPH_PASSES] == GRAPH_ORDER
     assert [p.name for p in MODEL_PASSES] == MODEL_ORDER
-    assert [p.name for p in PIPELINE] == [n for n in GRAPH_ORDER + MODEL_ORDER if not n.isupper()]
+    assert [p.name for p in PIPELINE] == GRAPH_ORDER + MODEL_ORDER
     assert PLAN_PASSES == MODEL_PASSES[-len(PLAN_PASSES):]
 
 
@@ -35,8 +36,6 @@ def test_every_requirement_is_ensured_earlier():
     one fact that holds only until insert_events, so no pass can ensure it for good)."""
     established = set()
     for p in GRAPH_PASSES + MODEL_PASSES:
-        if isinstance(p, StagePoint):
-            continue
         for c in p.requires:
             assert c.name in established or c is C.NO_EVENTS_YET, (p.name, c.name)
         established.update(c.name for c in p.ensures)
@@ -52,17 +51,24 @@ def _state():
     return CompileState(graph=g, options=parse_options(None), source=g)
 
 
-def test_stage_points_see_the_graph_at_their_stage():
+def test_stage_passes_see_the_graph_at_their_stage(no_custom_passes):
     seen = {}
 
-    def hook(stage, st):
-        seen[stage] = ([p.name for p in st.done][-1], st.graph is st.source)
-    st = _state()
-    run_graph_passes(st, on_stage=hook)
-    assert seen == {"BEFORE_INFER_SHAPE": ("check_ops", False),
-                    "AFTER_INFER_SHAPE": ("collectives", False),
-                    "AFTER_BUILTIN_FUSION_PASS": ("fuse_attention", False),
-                    "AFTER_ORIGIN_GRAPH_OPTIMIZE": ("assign_engines", False)}
+    def at(stage):
+        def look(graph, ctx):
+            add = graph.find_node("Add_1")
+            seen[stage] = (add.outputs[0].dtype, add.engine)
+            return pyge.GRAPH_SUCCESS
+        return look
+    for stage in pyge.CustomPassStage:
+        if stage.runs_graph_passes:
+            pyge.register_custom_pass(f"look_{stage.name}").custom_pass_fn(at(stage.name)).stage(stage)
+    g = reference_graph()
+    g.node("Add_1").outputs[0].dtype = None
+    pyge.compile(g)
+    assert seen == {"BEFORE_INFER_SHAPE": (None, None), "AFTER_INFER_SHAPE": ("float32", None),
+                    "AFTER_BUILTIN_FUSION_PASS": ("float32", None),
+                    "AFTER_ORIGIN_GRAPH_OPTIMIZE": ("float32", "compute")}
 
 
 def test_a_fusion_that_corrupts_the_graph_is_caught_after_it(monkeypatch):

@@ -14,13 +14,13 @@ These lists are the one statement of the pass order: documentation names passes,
 positions. Each pass's `requires` / `ensures` are Conditions (passes/conditions.py) that
 run_pipeline checks (passes/pipeline.py).
 
-The StagePoints mark where GE's custom graph passes (`custom_pass_fn`) of each stage run:
-BEFORE_INFER_SHAPE after check_ops, AFTER_INFER_SHAPE after type inference (infer_types and
-the collectives' types),
-AFTER_BUILTIN_FUSION_PASS after the fusions, AFTER_ORIGIN_GRAPH_OPTIMIZE at the end of the
-graph passes. `run_graph_passes(state, on_stage)` calls `on_stage(stage name, state)` at
-each; a pass run there must leave the graph as the later passes require (the conditions
-already established, checked after it by the InvariantInstrument in tests).
+The custom_<stage> passes run GE's custom graph passes (`custom_pass_fn`) of each stage
+(passes/custom/graph_passes.py): BEFORE_INFER_SHAPE after check_ops, AFTER_INFER_SHAPE after
+type inference (infer_types and the collectives' types), AFTER_BUILTIN_FUSION_PASS after the
+fusions, AFTER_ORIGIN_GRAPH_OPTIMIZE at the end of the graph passes. Each checks what every
+user pass returns and re-runs, on it, the built-in steps of earlier stages whose facts a
+rewrite may undo (its `redo`: the collectives' preparation, engine assignment), so that the
+graph stays as the later passes require.
 """
 from __future__ import annotations
 
@@ -43,14 +43,14 @@ from .passes.conditions import (ACYCLIC, COLLECTIVES_CHAINED, DENSE_STREAMS, ENG
                                 EVENT_IDS_DENSE, EVENTS_PLACED, MEMORY_PLANNED, NO_EVENTS_YET,
                                 OPS_SUPPORTED, OWNED, PLAN_BUILT, STREAMS_ASSIGNED,
                                 STREAMS_IN_RANGE)
-from .passes.custom import run_stream_passes
+from .passes.custom import CustomPassStage, run_stream_passes
+from .passes.custom.graph_passes import stage_pass
 from .passes.custom.plugins import ensure_plugins_loaded
 from .passes.graph import (check_ops, engines, fold_constants, fuse_affine, fuse_attention,
                            fuse_conv_act, fuse_conv_bn, fuse_shuffle, infer_types)
 from .passes.graph import collectives as graph_collectives
 from .passes.memory import planner as memory
-from .passes.pipeline import (UNCHANGED, CompileState, Pass, PassResult, StagePoint, changed,
-                              run_pipeline)
+from .passes.pipeline import UNCHANGED, CompileState, Pass, PassResult, changed, run_pipeline
 from .passes.policies import apply_policy
 from .passes.policies.defaults import with_default_policy
 from .passes.streams import allocate_streams, follow_parents
@@ -62,12 +62,6 @@ from .plan.build import build_plan
 
 log = logging.getLogger(__name__)
 _graph_ids = itertools.count(1)
-
-BEFORE_INFER_SHAPE = StagePoint("BEFORE_INFER_SHAPE")
-AFTER_INFER_SHAPE = StagePoint("AFTER_INFER_SHAPE")
-AFTER_BUILTIN_FUSION_PASS = StagePoint("AFTER_BUILTIN_FUSION_PASS")
-AFTER_ORIGIN_GRAPH_OPTIMIZE = StagePoint("AFTER_ORIGIN_GRAPH_OPTIMIZE")
-
 
 # -- the passes as functions of the state (the algorithms live in their own files) --------
 
@@ -183,10 +177,10 @@ def _verify(st: CompileState) -> PassResult:
 GRAPH_PASSES = [
     Pass("clone", _clone, ensures=(OWNED, ACYCLIC)),
     Pass("check_ops", _check_ops, requires=(OWNED,), ensures=(OPS_SUPPORTED,)),
-    BEFORE_INFER_SHAPE,
+    stage_pass(CustomPassStage.BEFORE_INFER_SHAPE),
     Pass("infer_types", _infer, requires=(OWNED,), dump_stage="InferShapes"),
     Pass("collectives", _collectives, requires=(OWNED,)),
-    AFTER_INFER_SHAPE,
+    stage_pass(CustomPassStage.AFTER_INFER_SHAPE, redo=(_collectives,)),
     Pass("fold_constants", _when_fusing(fold_constants, "fold_constants", "folded"),
          requires=(OWNED, OPS_SUPPORTED), dump_stage="FoldConstants"),
     Pass("fuse_conv_bn", _when_fusing(fuse_conv_bn, "fuse_conv_bn", "convs folded"),
@@ -200,9 +194,9 @@ GRAPH_PASSES = [
     # The dump stage keeps its name from when one pass ran every fusion: the graph after all.
     Pass("fuse_attention", _when_fusing(fuse_attention, "fuse_attention", "fused"),
          requires=(OWNED, ACYCLIC), dump_stage="FuseConvBN"),
-    AFTER_BUILTIN_FUSION_PASS,
+    stage_pass(CustomPassStage.AFTER_BUILTIN_FUSION_PASS, redo=(_collectives,)),
     Pass("assign_engines", _engines, requires=(OWNED,), ensures=(ENGINES_ASSIGNED,)),
-    AFTER_ORIGIN_GRAPH_OPTIMIZE,
+    stage_pass(CustomPassStage.AFTER_ORIGIN_GRAPH_OPTIMIZE, redo=(_collectives, _engines)),
 ]
 
 STREAM_PASSES = [
@@ -230,10 +224,9 @@ MODEL_PASSES = STREAM_PASSES + PLAN_PASSES
 PIPELINE = [p for p in GRAPH_PASSES + MODEL_PASSES if isinstance(p, Pass)]
 
 
-def run_graph_passes(st: CompileState,
-                     on_stage: Callable[[str, CompileState], None] | None = None) -> None:
-    """GRAPH_PASSES on `st`; `on_stage(name, st)` at each stage point."""
-    run_pipeline(GRAPH_PASSES, st, on_stage=on_stage)
+def run_graph_passes(st: CompileState) -> None:
+    """GRAPH_PASSES on `st`, the custom graph passes at their stages included."""
+    run_pipeline(GRAPH_PASSES, st)
 
 
 def run_model_passes(st: CompileState) -> None:
@@ -280,7 +273,8 @@ def compile_graph(graph: Graph | str | os.PathLike, device: str | None = None,
             gc.enable()
     if st.dumper is not None:
         st.dumper.built(st.graph, st.plan)
-    return CompiledModel(st.graph, st.plan, dev, opts, timings=st.timings)
+    # st.options: a graph attribute set by a custom graph pass may have overridden an option
+    return CompiledModel(st.graph, st.plan, dev, st.options, timings=st.timings)
 
 
 __all__ = ["compile_graph", "GRAPH_PASSES", "MODEL_PASSES", "PIPELINE", "run_graph_passes",

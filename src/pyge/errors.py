@@ -60,17 +60,23 @@ class InvariantError(PostconditionError):
 
 
 class CustomPassError(PassError):
-    """A custom stream pass returned a failure status or raised."""
+    """A custom pass returned a failure status or raised (`code` says which), or, for a graph
+    pass, left a graph the compiler cannot go on with (`code` None, the message says what)."""
 
-    def __init__(self, pass_name: str, code, message: str):
+    def __init__(self, pass_name: str, code, message: str, kind: str = "stream pass",
+                 stage: str | None = None):
         self.pass_name = pass_name
         self.code = code
         self.pass_message = message
+        self.kind = kind
+        self.stage = stage
         # One line, as every message: a pass's message or exception may span several.
         text = " ".join(line.strip() for line in text_of(message).splitlines() if line.strip())
-        super().__init__(
-            f"custom stream pass {pass_name!r} failed with return code {code}: {text or '(no message)'}"
-        )
+        head = f"custom {kind} {pass_name!r}" + (f" (stage {stage})" if stage else "")
+        if code is None:
+            super().__init__(f"{head} {text}")
+        else:
+            super().__init__(f"{head} failed with return code {code}: {text or '(no message)'}")
 
 
 class PluginError(PygeError):

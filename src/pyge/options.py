@@ -140,7 +140,7 @@ _SPEC: dict[str, tuple[Any, str, str]] = {
     "pyge.verify": (_bool, "true", "check the finished plan (dependencies, deadlock, buffer reuse) at compile time"),
     "pyge.memoryReuse": (_bool, "true", "reuse intermediate buffers (stream-aware)"),
     "pyge.customPassTimeout": (_seconds, "120",
-                               "seconds one custom stream pass call may take before compilation fails (0 = no limit)"),
+                               "seconds one custom pass call (stream or graph) may take before compilation fails (0 = no limit)"),
     "pyge.collectiveTimeout": (_positive_seconds, "60",
                                "seconds a collective (AllReduce, AllGather, AllToAll) may wait for the other ranks"),
 }

@@ -47,6 +47,14 @@ def test_tutorial_code_runs_and_shows_what_it_says(tmp_path, monkeypatch):
         assert suffix in text                     # the tutorial names the same files
     assert all(n in text for n in names), names   # sequence numbers included (from 0, as in GE)
     assert (tmp_path / "timeline.png").exists() and (tmp_path / "trace.json").exists()
+    # step 7: the graph pass fuses both MatMul+Add pairs and writes its three dumps
+    assert [n.op_type for n in scope["fused"].graph.nodes] == ["Gemm", "Relu", "Gemm", "Identity"]
+    for stage in ("RunCustomPassBegin_AfterInferShapeFuseMatMulAdd",
+                  "RunCustomPass_AfterInferShapeFuseMatMulAdd", "RunCustomPass_AfterInferShape"):
+        assert len(list((tmp_path / "dumps").glob(f"*_graph_3_{stage}.pbtxt"))) == 1, stage
+    # step 8: the pass chose LoadBalance:4 from the graph's width, one chain per stream
+    assert scope["tuned"].options["ge.autoMultistreamParallelMode"] == ("LoadBalance", 4)
+    assert scope["tuned"].num_streams == 4
 
 
 ROOT = DOCS.parent

@@ -123,3 +123,149 @@ def test_fold_to_constants_keeps_0d_values_0d():
     (out,) = g.node("A").outputs
     g.fold_to_constants(g.node("A"), [np.array(2.5, np.float32)])
     assert out.shape == () and out.const.shape == ()
+
+
+# -- the editing methods, safe for code outside pyge (custom graph passes) ---------------
+
+def test_names_stay_unique():
+    g = _diamond()
+    dup = Node("Neg", "A")
+    dup.add_output(Value("fresh"))
+    dup.append_input(g.inputs[0])
+    with pytest.raises(pyge.GraphError, match="already has a node named 'A' \\(Abs\\); "
+                                              "graph.unique_node_name"):
+        g.add_node(dup)
+    clash = Node("Neg", "N")
+    clash.append_input(g.inputs[0])
+    clash.add_output(Value("A_out"))
+    with pytest.raises(pyge.GraphError, match="already has a value named 'A_out'"):
+        g.add_node(clash)
+    with pytest.raises(pyge.GraphError, match="already has a value named 'x'"):
+        g.add_initializer("x", np.zeros(1, np.float32))
+    with pytest.raises(pyge.GraphError, match="already has a value named 'J_out'"):
+        g.node("J").add_output(Value("J_out"))
+    assert len(g) == 3 and len(g.node("J").outputs) == 1 and "x" not in g.initializers
+    assert g.unique_node_name("A") == "A_1" and g.unique_node_name("B") == "B"
+    assert g.unique_value_name("A_out") == "A_out_1"
+
+
+def test_a_removed_or_renamed_name_is_free_again():
+    g = _diamond()
+    j = g.node("J")
+    g.outputs.clear()
+    g.remove_node(j)
+    again = Node("Sub", "J")
+    again.set_inputs(j.inputs or [g.node("A").outputs[0], g.node("R").outputs[0]])
+    again.add_output(Value("J_out"))
+    g.add_node(again)
+    g.node("A").name = "A_renamed"                 # plain assignment: the index checks, not trusts
+    assert g.find_node("A") is None and g.find_node("A_renamed").op_type == "Abs"
+    assert g.unique_node_name("A") == "A"
+
+
+def test_a_node_joins_one_graph_only_and_its_outputs_join_with_it():
+    g, h = _diamond(), _diamond()
+    n = Node("Neg", "neg")
+    n.append_input(g.inputs[0])
+    y = n.add_output(Value("neg_out"))
+    g.add_node(n)
+    assert y.graph is g and g.find_node("neg") is n
+    with pytest.raises(pyge.GraphError, match="'neg' already belongs to graph 'diamond'"):
+        h.add_node(n)
+    z = n.add_output(Value("neg_extra"))
+    assert z.graph is g and z.producer is n and z.index == 1
+    with pytest.raises(pyge.GraphError, match="is not a node of graph"):
+        h.remove_node(n)
+    with pytest.raises(pyge.GraphError, match="expects a pyge.Node"):
+        g.add_node("neg")
+
+
+def test_setters_refuse_what_is_not_a_value_and_indices_out_of_range():
+    g = _diamond()
+    j = g.node("J")
+    with pytest.raises(pyge.GraphError, match="node 'J' \\(Add\\): an input must be a pyge.Value"):
+        j.set_input(0, "x")
+    with pytest.raises(pyge.GraphError, match="has 2 input\\(s\\); there is no input 2"):
+        j.set_input(2, g.inputs[0])
+    with pytest.raises(pyge.GraphError, match="an input must be"):
+        j.set_inputs([g.inputs[0], 3])
+    assert [v.name for v in j.inputs] == ["A_out", "R_out"]      # unchanged by the refusals
+    j.set_input(-1, g.inputs[0])                                   # negative: from the end
+    assert (j, 1) in g.inputs[0].uses and g.node("R").outputs[0].uses == []
+    assert j.replace_input_with(g.inputs[0], g.node("R").outputs[0]) == 1
+
+
+def test_replace_value_rewires_readers_and_keeps_output_names():
+    g = _diamond()
+    j = g.node("J")
+    neg = Node("Neg", "neg")
+    neg.append_input(j.outputs[0])
+    neg.add_output(Value("neg_out"))
+    g.add_node(neg)
+    old = j.outputs[0]
+    assert g.replace_value(old, neg.outputs[0]) == 0          # no reader, one graph output
+    assert g.outputs == [neg.outputs[0]] and neg.outputs[0].name == "J_out" and old.name == "neg_out"
+    a_out = g.node("A").outputs[0]
+    assert g.replace_value(a_out, g.inputs[0]) == 1           # J now reads x twice
+    assert [v.name for v in j.inputs] == ["x", "R_out"] and a_out.uses == []
+    with pytest.raises(pyge.GraphError, match="graph output 'J_out' must keep its name"):
+        g.replace_value(neg.outputs[0], g.inputs[0])
+
+
+def test_set_attr_makes_the_node_its_subgraphs_parent():
+    g = _diamond()
+    body = Graph("body")
+    node = g.node("J")
+    node.set_attr("then_branch", body)
+    node.set_attr("branches", [Graph("b1"), Graph("b2")])
+    assert body.parent is node and [s.parent for s in node.attrs["branches"]] == [node, node]
+    g.set_attr("ge.autoMultistreamParallelMode", "LoadBalance:2")
+    assert g.get_attr("ge.autoMultistreamParallelMode") == "LoadBalance:2"
+    assert clone_graph(g).attrs == {"ge.autoMultistreamParallelMode": "LoadBalance:2"}
+    with pytest.raises(pyge.GraphError, match="attribute names are non-empty strings"):
+        g.set_attr("", 1)
+
+
+def test_a_sealed_graph_refuses_every_edit():
+    g = _diamond()
+    g.seal("custom graph pass 'P'")
+    a = g.node("A")
+    edits = [lambda: g.add_input(Value("y")), lambda: g.add_initializer("c", np.zeros(1)),
+             lambda: g.remove_node(g.node("J")), lambda: a.set_input(0, None),
+             lambda: a.append_input(None), lambda: a.set_inputs([]),
+             lambda: a.add_output(Value("more")), lambda: a.set_attr("alpha", 1.0),
+             lambda: g.set_attr("k", "v"), lambda: g.replace_value(a.outputs[0], g.inputs[0]),
+             lambda: g.set_node_order(g.nodes[::-1])]
+    for edit in edits:
+        with pytest.raises(pyge.GraphError, match="can no longer be changed: it was handed to "
+                                                  "custom graph pass 'P', which has returned"):
+            edit()
+    assert pyge.format_graph(g) == pyge.format_graph(_diamond()) and g.attrs == {}
+    assert clone_graph(g)._sealed is None
+
+
+def test_find_cycle_names_the_loop():
+    from pyge.ir import describe_cycle, find_cycle
+    g = _diamond()
+    assert find_cycle(g) == []
+    a, r, j = g.node("A"), g.node("R"), g.node("J")
+    a.set_input(0, j.outputs[0])                   # J -> A -> J; R is outside the loop
+    cycle = find_cycle(g)
+    assert {n.name for n in cycle} == {"A", "J"}
+    assert describe_cycle(cycle) in ("'A' (Abs) -> 'J' (Add) -> 'A'", "'J' (Add) -> 'A' (Abs) -> 'J'")
+    r.control_preds.append(j)                      # control edges count too
+    j.set_input(1, g.inputs[0])
+    a.set_input(0, g.inputs[0])
+    j.control_preds.append(r)
+    assert describe_cycle(find_cycle(g)) in ("'R' (Relu) -> 'J' (Add) -> 'R'", "'J' (Add) -> 'R' (Relu) -> 'J'")
+
+
+def test_an_onnx_model_with_two_nodes_of_one_name_loads_with_unique_names():
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="dup"), helper.make_node("Neg", ["a"], ["y"], name="dup")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    graph = pyge.load_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    assert [n.name for n in graph.nodes] == ["dup", "dup_1"]
+    out = pyge.compile(graph).run({"x": np.array([1.0, -2.0], np.float32)})["y"]
+    np.testing.assert_array_equal(out, [-1.0, 0.0])

@@ -8,9 +8,16 @@ Stages and their levels (a stage is written when its level >= DUMP_GRAPH_LEVEL):
 
     level 1  InferShapes, FoldConstants, FuseConvBN, AssignLogicStream, StreamPolicy, RenumberStreams
              (after the compiler pass of that name; the DumpInstrument asks for them)
-    level 2  RunCustomPass_BeforeAssignLogicStream<Pass>, RunCustomPass_AfterAssignLogicStream<Pass>
-             (around each stream pass call, once per compiled model; the "after" dump is written
-             also when the pass fails; GE's DAG pass of the automatic mode is MiniDAGStreamPass)
+    level 2  RunCustomPassBegin_<Stage><Pass>, RunCustomPass_<Stage><Pass> around each custom
+             graph pass call (<Stage>: BeforeInferShape, AfterInferShape, AfterBuiltinFusionPass,
+             AfterOriginGraphOptimize), then GE's own stage dump (RunCustomPassBeforeInfershape,
+             RunCustomPass_AfterInferShape, RunCustomPassAfterBuiltinFusionPass,
+             RunCustomPassAfterOriginGraphOptimize: the checked graph the compiler goes on with)
+             after a stage where a graph pass ran;
+             RunCustomPass_BeforeAssignLogicStream<Pass>, RunCustomPass_AfterAssignLogicStream<Pass>
+             (around each stream pass call, once per compiled model; GE's DAG pass of the
+             automatic mode is MiniDAGStreamPass). An "after" dump is written also when the
+             pass fails, so that the user sees what the pass did before it failed.
     level 3  PreRunAfterBuild: the built graph with its Send/Recv nodes and event ids, last
 
 DUMP_GRAPH_LEVEL given as text writes the stages whose name contains it (`A|B`: either).
@@ -82,6 +89,8 @@ class Dumper:
             return None
         mp = graph_model(graph, self.config.mode)
         meta = {"pyge.graph": graph.name}
+        for key, value in graph.attrs.items():     # GE's graph attributes, as a pass left them
+            meta[f"pyge.graph_attr.{key}"] = str(value)
         if graph.parent is not None:   # a custom pass run on a subgraph: say whose
             meta["pyge.subgraph_of"] = graph.parent.name
         return self._write(stage, mp, meta)

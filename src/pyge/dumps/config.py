@@ -7,6 +7,10 @@
 
 Everything is checked when a compile starts, before any compile work, so that a typo or an
 unwritable folder is one clear error rather than a failure half-way through a compile.
+
+The names of the dump stages around custom graph passes are here too (`graph_pass_stage`,
+`GE_STAGE_DUMPS`): they are keyed by GE's stage strings ("AfterInferShape", ...), so that
+this layer needs nothing from the passes.
 """
 from __future__ import annotations
 
@@ -21,6 +25,22 @@ FULL, NO_WEIGHTS, STRUCTURE = 1, 2, 3
 MODE_NAMES = {FULL: "full", NO_WEIGHTS: "without weights", STRUCTURE: "structure only"}
 
 LEVEL_ALL, LEVEL_DEFAULT, LEVEL_BUILT = 1, 2, 3
+
+# GE's own dump after all the custom graph passes of a stage (graph_manager.cc, graph_prepare.cc,
+# graph_optimize.cc spell them differently; these are GE's names, as they are).
+GE_STAGE_DUMPS = {
+    "BeforeInferShape": "RunCustomPassBeforeInfershape",
+    "AfterInferShape": "RunCustomPass_AfterInferShape",
+    "AfterBuiltinFusionPass": "RunCustomPassAfterBuiltinFusionPass",
+    "AfterOriginGraphOptimize": "RunCustomPassAfterOriginGraphOptimize",
+}
+
+
+def graph_pass_stage(stage: str, pass_name: str, before: bool) -> str:
+    """The dump stage around one graph pass call at GE stage `stage` ("AfterInferShape"):
+    `RunCustomPassBegin_<Stage><Pass>` before it, `RunCustomPass_<Stage><Pass>` after it, as
+    the stream passes' `RunCustomPass_AfterAssignLogicStream<Pass>` is named after theirs."""
+    return f"RunCustomPass{'Begin' if before else ''}_{stage}{pass_name}"
 
 
 @dataclass(frozen=True)

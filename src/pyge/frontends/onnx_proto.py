@@ -210,7 +210,9 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         scope[vi.name] = v
     infos = {vi.name: vi for vi in list(gp.value_info) + list(gp.output)}
     for i, np_ in enumerate(gp.node):
-        name = np_.name or f"{np_.op_type}_{i}"
+        # ONNX does not require unique node names; pyge's graphs have them (the second of two
+        # nodes called X becomes X_1).
+        name = g.unique_node_name(np_.name or f"{np_.op_type}_{i}")
         node = Node(np_.op_type, name, domain=np_.domain)
         node.doc = np_.doc_string
         for a in np_.attribute:

@@ -22,6 +22,7 @@ def clone_graph(g: Graph, vmap: dict[int, Value] | None = None) -> Graph:
     out.ir_version = g.ir_version
     out.doc = g.doc
     out.metadata = dict(g.metadata)
+    out.attrs = dict(g.attrs)
     for v in g.inputs:
         nv = _copy_value(v)
         vmap[id(v)] = nv

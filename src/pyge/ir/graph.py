@@ -1,8 +1,17 @@
-"""The graph IR: Graph, Node, Value.
+"""The graph IR: Graph (here), Node (node.py), Value (value.py).
 
 Built around values, as torch.fx and onnx-ir are: a Value knows its producer and its
 uses, and the use lists are kept up to date by the setters (``Node.set_input``,
-``Node.replace_input_with``, ``Graph.remove_node``), never by hand.
+``Node.replace_input_with``, ``Graph.replace_value``, ``Graph.remove_node``), never by hand.
+
+The editing methods are safe for code outside pyge (custom graph passes): they refuse what
+would break the graph, with a GraphError naming the culprit, and leave it unchanged then.
+Node and value names stay unique within a graph (``add_node``, ``add_output``,
+``add_initializer``, ``add_input`` refuse a taken name; ``unique_node_name`` and
+``unique_value_name`` give free ones), use lists stay right, and a subgraph's parent is the
+node that holds it (``add_node``, ``Node.set_attr``). A sealed graph (``seal``) refuses
+every edit. Editing by plain assignment (``node.name = ...``, ``graph.outputs.append``)
+is not checked.
 
 This module imports no other pyge layer and no serialisation library: converting to
 and from ONNX lives in ``pyge.frontends``.
@@ -15,178 +24,14 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from ..errors import GraphCycleError, GraphError
+from .names import NameIndex, first_free, unique_name
+from .node import GraphBase, Node
+from .value import OPTIONAL, SEQUENCE, TENSOR, Value
 
-# Value kinds: a plain tensor, a sequence of tensors, an optional.
-TENSOR, SEQUENCE, OPTIONAL = "tensor", "sequence", "optional"
-
-
-class Value:
-    """An SSA value: a graph input, an initializer, or one output of a node."""
-
-    __slots__ = ("name", "dtype", "shape", "kind", "producer", "index", "uses", "const", "graph",
-                 "elem_kind")
-
-    def __init__(self, name: str, dtype: str | None = None, shape: tuple | None = None,
-                 kind: str = TENSOR, const: np.ndarray | None = None):
-        self.name = name
-        # numpy dtype name ("float32", "int64", "bool", "float16", "bfloat16", "object" for
-        # strings); for a sequence/optional, the element's dtype. None = unknown.
-        self.dtype = dtype
-        # tuple of int (known), str (symbolic) or None (unknown) per axis; None = unknown rank.
-        self.shape = shape
-        self.kind = kind
-        self.elem_kind: str | None = None  # for OPTIONAL: kind of the contained value
-        self.producer: Node | None = None
-        self.index: int = -1               # output index within producer
-        self.uses: list[tuple[Node, int]] = []  # (consumer, input index)
-        self.const = const                  # initializer data, if this value is one
-        self.graph: Graph | None = None
-
-    @property
-    def is_initializer(self) -> bool:
-        return self.const is not None
-
-    @property
-    def consumers(self) -> list["Node"]:
-        seen: dict[int, Node] = {}
-        for n, _ in self.uses:
-            seen.setdefault(id(n), n)
-        return list(seen.values())
-
-    def __repr__(self) -> str:
-        return f"Value({self.name!r}, {self.dtype}, {self.shape})"
+__all__ = ["Graph", "Node", "Value", "TENSOR", "SEQUENCE", "OPTIONAL", "unique_name", "bfs_order"]
 
 
-class Node:
-    """One operator. Attributes are plain Python values; a graph attribute is a Graph."""
-
-    __slots__ = ("name", "op_type", "domain", "attrs", "_inputs", "_outputs", "graph",
-                 "stream_id", "engine", "doc", "control_preds")
-
-    def __init__(self, op_type: str, name: str, domain: str = "", attrs: dict | None = None):
-        self.name = name
-        self.op_type = op_type
-        self.domain = domain or ""
-        self.attrs: dict[str, Any] = dict(attrs or {})
-        self._inputs: list[Value | None] = []
-        self._outputs: list[Value] = []
-        self.graph: Graph | None = None
-        # Logical stream id, set by the stream passes; -1 = unassigned.
-        self.stream_id: int = -1
-        # Engine name, set by the engine table ("compute", "skip", "independent", "attach").
-        self.engine: str | None = None
-        self.doc: str = ""
-        # Control edges: nodes that must finish before this one (no data flows).
-        self.control_preds: list[Node] = []
-
-    # -- inputs and outputs -------------------------------------------------------------
-    @property
-    def inputs(self) -> tuple[Value | None, ...]:
-        return tuple(self._inputs)
-
-    @property
-    def outputs(self) -> tuple[Value, ...]:
-        return tuple(self._outputs)
-
-    def set_inputs(self, values: Iterable[Value | None]) -> None:
-        for i, v in enumerate(self._inputs):
-            if v is not None:
-                v.uses.remove((self, i))
-        self._inputs = []
-        for v in values:
-            self.append_input(v)
-
-    def append_input(self, v: Value | None) -> None:
-        self._inputs.append(v)
-        if v is not None:
-            v.uses.append((self, len(self._inputs) - 1))
-
-    def set_input(self, i: int, v: Value | None) -> None:
-        old = self._inputs[i]
-        if old is not None:
-            old.uses.remove((self, i))
-        self._inputs[i] = v
-        if v is not None:
-            v.uses.append((self, i))
-
-    def replace_input_with(self, old: Value, new: Value) -> None:
-        for i, v in enumerate(self._inputs):
-            if v is old:
-                self.set_input(i, new)
-
-    def add_output(self, v: Value) -> Value:
-        if v.producer is not None:
-            raise GraphError(f"value {v.name!r} already has producer {v.producer.name!r}")
-        v.producer = self
-        v.index = len(self._outputs)
-        self._outputs.append(v)
-        return v
-
-    # -- graph structure ---------------------------------------------------------------
-    @property
-    def subgraphs(self) -> list["Graph"]:
-        out = []
-        for a in self.attrs.values():
-            if isinstance(a, Graph):
-                out.append(a)
-            elif isinstance(a, list) and a and isinstance(a[0], Graph):
-                out.extend(a)
-        return out
-
-    def implicit_inputs(self) -> list[Value]:
-        """Outer-scope values read by this node's subgraphs (dependencies, too)."""
-        found: dict[int, Value] = {}
-        if not self.attrs:
-            return []
-        for g in self.subgraphs:
-            for v in g.outer_references():
-                found.setdefault(id(v), v)
-        return list(found.values())
-
-    def all_inputs(self) -> list[Value]:
-        """Explicit (non-empty) inputs followed by implicit subgraph inputs, deduplicated."""
-        seen: dict[int, Value] = {}
-        for v in self._inputs:
-            if v is not None:
-                seen.setdefault(id(v), v)
-        for v in self.implicit_inputs():
-            seen.setdefault(id(v), v)
-        return list(seen.values())
-
-    @property
-    def predecessors(self) -> list["Node"]:
-        """Nodes of the same graph this node depends on (data, implicit and control)."""
-        # Hot (every pass walks the graph through it): producers are deduplicated in the
-        # order of first use, which is the order all_inputs() would give; implicit inputs
-        # only when the node holds a subgraph.
-        g = self.graph
-        out: dict[int, Node] = {}
-        for v in self._inputs:
-            if v is not None:
-                p = v.producer
-                if p is not None and p.graph is g:
-                    out.setdefault(id(p), p)
-        if self.attrs and self.subgraphs:
-            for v in self.implicit_inputs():
-                p = v.producer
-                if p is not None and p.graph is g:
-                    out.setdefault(id(p), p)
-        for p in self.control_preds:
-            out.setdefault(id(p), p)
-        return list(out.values())
-
-    @property
-    def successors(self) -> list["Node"]:
-        g = self.graph
-        if g is None:
-            return []
-        return g.successors_of(self)
-
-    def __repr__(self) -> str:
-        return f"Node({self.op_type}, {self.name!r})"
-
-
-class Graph:
+class Graph(GraphBase):
     """A dataflow graph; also used for If/Loop bodies (then ``parent`` is the owning node)."""
 
     def __init__(self, name: str = "graph"):
@@ -201,6 +46,11 @@ class Graph:
         self.doc: str = ""
         self.metadata: dict[str, str] = {}
         self._succ_cache: dict[int, list[Node]] | None = None
+        # Graph attributes (GE's AttrUtils on a ComputeGraph): compile-time facts a pass may
+        # leave, such as ge.autoMultistreamParallelMode. Not part of the ONNX form.
+        self.attrs: dict[str, Any] = {}
+        self._names: NameIndex | None = None
+        self._sealed: str | None = None   # who sealed it: its editing methods then refuse
 
     # -- construction ------------------------------------------------------------------
     @property
@@ -214,28 +64,63 @@ class Graph:
         return len(self._nodes)
 
     def add_input(self, v: Value) -> Value:
-        v.graph = self
+        self._editable()
+        if not isinstance(v, Value) or v.producer is not None or v.const is not None:
+            raise GraphError(f"graph {self.name!r}: an input must be a pyge.Value with no producer "
+                             f"and no data, got {v!r}")
+        self._claim_value(v, "graph input")
         self.inputs.append(v)
         return v
 
     def add_initializer(self, name: str, data: np.ndarray) -> Value:
+        """A constant value `name` holding `data` (not copied: weights are never written)."""
+        self._editable()
         data = np.asarray(data) if not isinstance(data, np.ndarray) else data
         v = Value(name, dtype=str(data.dtype), shape=tuple(data.shape), const=data)
-        v.graph = self
+        self._claim_value(v, "initializer")
         self.initializers[name] = v
         return v
 
     def add_node(self, node: Node) -> Node:
+        """Append `node` (with its inputs and outputs set) to this graph. Its name, and its
+        outputs' names, must be free here; its subgraphs take it as their parent."""
+        self._editable()
+        if not isinstance(node, Node):
+            raise GraphError(f"graph {self.name!r}: add_node expects a pyge.Node, got {type(node).__name__}")
+        if node.graph is not None:
+            raise GraphError(f"node {node.name!r} already belongs to graph {node.graph.name!r} "
+                             "(remove_node it there first)")
+        names = self._index()
+        other = names.node(node.name)
+        if other is not None:
+            raise GraphError(f"graph {self.name!r} already has a node named {node.name!r} "
+                             f"({other.op_type}); graph.unique_node_name() gives a free one")
+        for o in node._outputs:
+            if o.producer is not node:
+                raise GraphError(f"node {node.name!r}: output {o.name!r} names producer "
+                                 f"{getattr(o.producer, 'name', None)!r}; use node.add_output")
+            self._check_free(o, f"output of node {node.name!r}")
+        for sub in node.subgraphs:
+            if sub.parent is not None and sub.parent is not node and sub.parent.graph is not None:
+                raise GraphError(f"subgraph {sub.name!r} of node {node.name!r} already belongs to "
+                                 f"node {sub.parent.name!r}")
         node.graph = self
+        names.nodes[node.name] = node
         for o in node._outputs:
             o.graph = self
-        for g in node.subgraphs:
-            g.parent = node
+            names.values[o.name] = o
+        for sub in node.subgraphs:
+            sub.parent = node
         self._nodes.append(node)
         self._succ_cache = None
         return node
 
     def remove_node(self, node: Node) -> None:
+        """Take `node` out of the graph; none of its outputs may still be read or be a graph
+        output (rewire the readers first: replace_value, Node.set_input)."""
+        self._editable()
+        if not isinstance(node, Node) or node.graph is not self:
+            raise GraphError(f"cannot remove {node!r}: it is not a node of graph {self.name!r}")
         for o in node._outputs:
             if o.uses or o in self.outputs:
                 raise GraphError(f"cannot remove node {node.name!r}: output {o.name!r} is still used")
@@ -244,6 +129,33 @@ class Graph:
         node.graph = None
         self._succ_cache = None
 
+    def replace_value(self, old: Value, new: Value) -> int:
+        """Every reader of `old` (this graph's nodes and their subgraphs') reads `new`, but
+        the node producing `new` (so that a node inserted after `old` keeps reading it), and
+        `new` takes `old`'s place among the graph outputs. A graph output keeps its name:
+        there the two values swap names, so `new` must be a node's output. Returns how many
+        input slots were rewired. The usual end of a rewrite, before remove_node(old producer)."""
+        self._editable()
+        if not isinstance(old, Value) or not isinstance(new, Value):
+            raise GraphError(f"graph {self.name!r}: replace_value expects two pyge.Values")
+        if old is new:
+            return 0
+        slots = [k for k, v in enumerate(self.outputs) if v is old]
+        if slots and (new.producer is None or new.producer.graph is not self):
+            raise GraphError(f"graph output {old.name!r} must keep its name, so the value replacing it "
+                             f"must be an output of a node of graph {self.name!r}; {new.name!r} is not "
+                             "(add an Identity node)")
+        readers = [(n, i) for n, i in old.uses if n is not new.producer]
+        for n, i in readers:
+            n.set_input(i, new)
+        for k in slots:
+            self.outputs[k] = new
+        if slots:
+            old.name, new.name = new.name, old.name
+            names = self._index()
+            names.values[old.name], names.values[new.name] = old, new
+        return len(readers)
+
     def fold_to_constants(self, node: Node, arrays: list[np.ndarray]) -> None:
         """Constant folding: each output Value of `node` becomes an initializer holding the
         matching array, and `node` leaves the graph. Consumers keep reading the same Values,
@@ -251,6 +163,7 @@ class Graph:
         if len(arrays) != len(node._outputs):
             raise GraphError(f"node {node.name!r}: {len(arrays)} folded values for "
                              f"{len(node._outputs)} outputs")
+        self._editable()
         for o, a in zip(node._outputs, arrays):
             o.const = np.asarray(a, order="C")  # (not ascontiguousarray: it makes 0-d arrays 1-d)
             o.dtype, o.shape = str(a.dtype), tuple(a.shape)
@@ -264,6 +177,7 @@ class Graph:
 
         Consumers keep reading the same Value, so output names and use lists stay valid;
         `keep`'s old output is dropped (the caller made sure nothing else reads it)."""
+        self._editable()
         (y,) = drop._outputs
         drop.set_inputs([])
         drop._outputs = []
@@ -275,12 +189,65 @@ class Graph:
         keep.add_output(y)
 
     def set_node_order(self, nodes: list[Node]) -> None:
+        self._editable()
         if len(nodes) != len(self._nodes) or {id(n) for n in nodes} != {id(n) for n in self._nodes}:
             raise GraphError(f"graph {self.name!r}: new node order is not a permutation")
         self._nodes = list(nodes)
 
     def invalidate(self) -> None:
         self._succ_cache = None
+
+    def set_attr(self, key: str, value: Any) -> None:
+        """Set graph attribute `key` (GE's graph attributes; see `attrs`)."""
+        self._editable()
+        if not isinstance(key, str) or not key:
+            raise GraphError(f"graph {self.name!r}: attribute names are non-empty strings, got {key!r}")
+        self.attrs[key] = value
+
+    def get_attr(self, key: str, default: Any = None) -> Any:
+        return self.attrs.get(key, default)
+
+    def unique_node_name(self, base: str) -> str:
+        """`base`, or `base_1`, `base_2`, ..., whichever no node of this graph is called."""
+        names = self._index()
+        return first_free(base, lambda n: names.node(n) is not None)
+
+    def unique_value_name(self, base: str) -> str:
+        """`base`, or `base_1`, ..., whichever no value of this graph is called."""
+        names = self._index()
+        return first_free(base, lambda n: names.value(n) is not None)
+
+    def seal(self, by: str) -> None:
+        """Refuse every later edit through the editing methods, here and in every subgraph
+        (`by` says who sealed it, for the message). For a graph handed to code that must no
+        longer change it: the compiler seals what a custom graph pass returned."""
+        for g in self.all_graphs():
+            g._sealed = by
+
+    # -- keeping names unique and sealed graphs unchanged --------------------------------
+    def _index(self) -> NameIndex:
+        if self._names is None:
+            self._names = NameIndex(self)
+        return self._names
+
+    def _check_free(self, v: Value, what: str) -> None:
+        other = self._index().value(v.name)
+        if other is not None and other is not v:
+            raise GraphError(f"graph {self.name!r} already has a value named {v.name!r}; the new "
+                             f"{what} needs another (graph.unique_value_name() gives a free one)")
+
+    def _claim_value(self, v: Value, what: str) -> None:
+        self._check_free(v, what)
+        v.graph = self
+        self._index().values[v.name] = v
+
+    def _editable(self) -> None:
+        if self._sealed is not None:
+            self._refuse_sealed()
+
+    def _refuse_sealed(self) -> None:
+        raise GraphError(f"graph {self.name!r} can no longer be changed: it was handed to "
+                         f"{self._sealed}, which has returned (the compiler works on its own copy)")
 
     # -- queries -----------------------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -290,7 +257,11 @@ class Graph:
         raise KeyError(f"graph {self.name!r} has no node named {name!r}")
 
     def find_node(self, name: str) -> Node | None:
-        for n in self._nodes:
+        """The node called `name`, or None."""
+        n = self._index().node(name)
+        if n is not None:
+            return n
+        for n in self._nodes:   # renamed after it was indexed: the slow, exact way
             if n.name == name:
                 return n
         return None
@@ -416,20 +387,6 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self._nodes)} nodes)"
-
-
-def unique_name(taken: set[str], base: str) -> str:
-    """`base`, else the first of `base_1`, `base_2`, ... not in `taken`; the name returned is
-    added to `taken`. pyge's one unique-name helper (fusions, front ends, the built graph)."""
-    if base not in taken:
-        taken.add(base)
-        return base
-    i = 1
-    while f"{base}_{i}" in taken:
-        i += 1
-    name = f"{base}_{i}"
-    taken.add(name)
-    return name
 
 
 def bfs_order(start: Iterable[Node]) -> list[Node]:

@@ -16,9 +16,9 @@ the rest of the pipeline) plus the expensive invariants registered with `registe
 Passes never dump or time themselves (TVM's PassInstrument).
 
 A pipeline is a list of passes and `StagePoint`s. A stage point runs no code of its own: it
-marks where GE's custom graph passes of that stage run, and calls `on_stage(name, state)`
-when the caller gives one. The lists themselves, and so the order, are stated once, in
-pyge/compiler.py.
+calls `on_stage(name, state)` when the caller gives one (a hook for tools). GE's custom graph
+passes run as passes of their own, one per stage (passes/custom/graph_passes.py). The lists
+themselves, and so the order, are stated once, in pyge/compiler.py.
 """
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ class Pass:
 
 @dataclass(frozen=True)
 class StagePoint:
-    """Where GE's custom graph passes of stage `name` (a pyge.CustomPassStage name) run."""
+    """A named point in a pipeline where `run_pipeline` calls its caller's `on_stage` hook."""
     name: str
 
 

@@ -314,7 +314,7 @@ def _load_entry_points(report: PluginReport) -> None:
             with registering_from(origin):
                 obj = ep.load()
                 if callable(obj) and not isinstance(obj, (types.ModuleType, type)):
-                    if not any(r.stream_fn is obj for r in registered_passes()):
+                    if not any(obj in (r.stream_fn, r.graph_fn) for r in registered_passes()):
                         register_custom_pass(ep.name).custom_allocate_stream_pass_fn(obj)
         except (Exception, SystemExit) as err:  # noqa: BLE001
             raise PluginError(f"{origin} (group {ENTRY_POINT_GROUP}) could not be loaded: "

@@ -31,7 +31,7 @@ from ...errors import CustomPassError, text_of
 from ...ir.graph import Graph
 from ...options import Options, parse_options
 from .context import GRAPH_SUCCESS, GraphStatus, StreamBook, StreamPassContext
-from .registry import registered_passes
+from .registry import STREAM_STAGE, registered_passes
 from .view import ConstGraph
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def _calls(opts: Options) -> list[tuple[str, StreamFn, bool]]:
     dag = dag_stream_pass(opts)
     if dag is not None:
         calls.append((PASS_NAME, dag, True))
-    for reg in registered_passes():
+    for reg in registered_passes(STREAM_STAGE):   # graph passes run at their own stages
         if reg.stream_fn is None:
             log.warning("custom pass %s (from %s) has no stream pass function; skipped", reg.name, reg.origin)
             continue
