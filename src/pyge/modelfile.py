@@ -194,9 +194,15 @@ def is_model_file(path: str | os.PathLike) -> bool:
 
 
 def _split(p: Path, data: bytes) -> tuple[dict, bytes]:
-    """Check magic, version, lengths and checksum; return (header dict, graph bytes)."""
-    if len(data) < _PRE.size or data[:8] != MAGIC:
+    """Check magic, checksum, version and lengths, in that order; return (header dict, graph
+    bytes). The checksum comes before the version and the lengths: a flipped bit anywhere
+    (the version field included) is corruption, not a newer format or a truncation."""
+    if len(data) < len(MAGIC) or data[:len(MAGIC)] != MAGIC:
         raise ModelFileError(f"{p} is not a pyge offline model (bad magic bytes)")
+    if len(data) < _PRE.size + _LEN.size + _SHA:
+        raise ModelFileError(f"{p} is truncated ({len(data)} bytes, shorter than any offline model)")
+    if hashlib.sha256(data[:-_SHA]).digest() != data[-_SHA:]:
+        raise ModelFileError(f"{p} is {_corruption(data)}")
     _, version, head_len = _PRE.unpack_from(data)
     if version > FORMAT_VERSION:
         raise ModelFileError(f"{p} has format version {version}, newer than this pyge supports "
@@ -204,22 +210,31 @@ def _split(p: Path, data: bytes) -> tuple[dict, bytes]:
     if version < 1:
         raise ModelFileError(f"{p} has unsupported format version {version} (supported: 1..{FORMAT_VERSION})")
     at = _PRE.size + head_len
-    if at + _LEN.size > len(data):
-        raise ModelFileError(f"{p} is truncated (header claims {head_len} bytes, file has {len(data)})")
-    (body_len,) = _LEN.unpack_from(data, at)
-    end = at + _LEN.size + body_len
-    if end + _SHA != len(data):
-        what = "truncated" if end + _SHA > len(data) else "followed by unexpected bytes"
-        raise ModelFileError(f"{p} is {what} (expected {end + _SHA} bytes, file has {len(data)})")
-    if hashlib.sha256(data[:end]).digest() != data[end:]:
-        raise ModelFileError(f"{p} is corrupt (SHA-256 checksum mismatch)")
+    body_len = _LEN.unpack_from(data, at)[0] if at + _LEN.size <= len(data) else -1
+    if body_len < 0 or at + _LEN.size + body_len + _SHA != len(data):
+        raise ModelFileError(f"{p}: its section lengths do not add up to its {len(data)} bytes")
     try:
         header = json.loads(data[_PRE.size:at].decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise ModelFileError(f"{p}: header is not valid JSON ({err})") from err
     if not isinstance(header, dict) or header.get("format") != "pyge-model":
         raise ModelFileError(f"{p}: header is not a pyge model header")
-    return header, data[at + _LEN.size:end]
+    return header, data[at + _LEN.size:-_SHA]
+
+
+def _corruption(data: bytes) -> str:
+    """What a checksum mismatch most likely is, for the message: bytes appended to an intact
+    model, a cut file (the sections claim more bytes than there are), or corruption."""
+    _, _, head_len = _PRE.unpack_from(data)
+    at = _PRE.size + head_len
+    if at + _LEN.size <= len(data):
+        end = at + _LEN.size + _LEN.unpack_from(data, at)[0]
+        if end + _SHA < len(data) and hashlib.sha256(data[:end]).digest() == data[end:end + _SHA]:
+            return f"followed by unexpected bytes ({len(data) - end - _SHA} after its checksum)"
+        if end + _SHA > len(data):
+            return (f"corrupt or truncated (SHA-256 checksum mismatch; its sections claim "
+                    f"{end + _SHA} bytes, the file has {len(data)})")
+    return "corrupt (SHA-256 checksum mismatch)"
 
 
 def _decode(cls, d: Any):
