@@ -11,7 +11,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper
 
-from ..errors import ModelLoadError
+from ..errors import ModelGraphCycleError, ModelLoadError
 from ..ir.graph import Graph
 from .onnx_proto import keeps_shape_data, model_from_proto
 
@@ -211,6 +211,8 @@ def load_onnx(model: str | os.PathLike | onnx.ModelProto | bytes, infer: bool = 
         mp = infer_model(mp)
     try:
         g = model_from_proto(mp)
+    except ModelGraphCycleError as err:         # keeps its class: a GraphCycleError too
+        raise ModelGraphCycleError(f"{src}: {err}", err.nodes) from err
     except ModelLoadError as err:
         raise ModelLoadError(f"{src}: {err}") from err
     g.metadata.setdefault("source", src)

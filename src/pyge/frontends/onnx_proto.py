@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
-from ..errors import GraphError, ModelLoadError
+from ..errors import GraphCycleError, GraphError, ModelGraphCycleError, ModelLoadError
 from ..ir.graph import OPTIONAL, SEQUENCE, TENSOR, Graph, Node, Value, unique_name
 
 # ---------------------------------------------------------------------------------------
@@ -209,39 +209,28 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         g.add_input(v)
         scope[vi.name] = v
     infos = {vi.name: vi for vi in list(gp.value_info) + list(gp.output)}
+    # Two passes, so that a node may read a value defined further down the list: ONNX asks
+    # for sorted nodes, but onnxruntime runs unsorted graphs, and so does pyge (sorted below).
+    nodes = []
+    taken = {n.name for n in g.nodes}
     for i, np_ in enumerate(gp.node):
         # ONNX does not require unique node names; pyge's graphs have them (the second of two
-        # nodes called X becomes X_1).
-        name = g.unique_node_name(np_.name or f"{np_.op_type}_{i}")
+        # nodes called X becomes X_1; none is added yet, so the names taken are kept here).
+        name = unique_name(taken, np_.name or f"{np_.op_type}_{i}")
         node = Node(np_.op_type, name, domain=np_.domain)
         node.doc = np_.doc_string
-        for a in np_.attribute:
-            if a.ref_attr_name:
-                raise ModelLoadError(f"node {name!r}: attribute references (functions) are not supported")
-            try:
-                node.attrs[a.name] = _attr_value(a, scope, g.opset_imports)
-            except (GraphError, ModelLoadError):
-                raise
-            except Exception as err:  # noqa: BLE001 - a corrupt tensor attribute (dtype, data size)
-                raise ModelLoadError(f"node {name!r} ({np_.op_type}): attribute {a.name!r} cannot be read: "
-                                     f"{type(err).__name__}: {err}") from err
-        for iname in np_.input:
-            if iname == "":
-                node.append_input(None)
-                continue
-            v = scope.get(iname)
-            if v is None:
-                raise ModelLoadError(f"node {name!r} ({np_.op_type}) reads {iname!r}, which nothing defines")
-            node.append_input(v)
         for oname in np_.output:
             if oname:
                 define(oname, f"node {name!r}")
-            v = Value(oname if oname else f"{name}__unused{len(node.outputs)}")
-            if oname in infos:
-                read_type(v, infos[oname].type)
-            node.add_output(v)
+            v = node.add_output(Value(oname if oname else f"{name}__unused{len(node.outputs)}"))
             if oname:
                 scope[oname] = v
+        nodes.append(node)
+    for node, np_ in zip(nodes, gp.node):
+        _read_node(node, np_, scope, g.opset_imports)
+        for oname, v in zip(np_.output, node.outputs):
+            if oname in infos:
+                read_type(v, infos[oname].type)
         g.add_node(node)
     for vo in gp.output:
         v = scope.get(vo.name)
@@ -251,7 +240,34 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
             read_type(v, vo.type)
         g.outputs.append(v)
     _dedupe_node_names(g)
+    try:
+        g.sort()
+    except GraphCycleError as err:
+        raise ModelGraphCycleError(str(err), err.nodes) from None
     return g
+
+
+def _read_node(node: Node, np_: onnx.NodeProto, scope: dict[str, Value], opsets: dict[str, int]) -> None:
+    """`node`'s attributes and inputs from its proto; `scope` holds every name it may read."""
+    name = node.name
+    for a in np_.attribute:
+        if a.ref_attr_name:
+            raise ModelLoadError(f"node {name!r}: attribute references (functions) are not supported")
+        try:
+            node.attrs[a.name] = _attr_value(a, scope, opsets)
+        except (GraphError, ModelLoadError):
+            raise
+        except Exception as err:  # noqa: BLE001 - a corrupt tensor attribute (dtype, data size)
+            raise ModelLoadError(f"node {name!r} ({np_.op_type}): attribute {a.name!r} cannot be read: "
+                                 f"{type(err).__name__}: {err}") from err
+    for iname in np_.input:
+        if iname == "":
+            node.append_input(None)
+            continue
+        v = scope.get(iname)
+        if v is None:
+            raise ModelLoadError(f"node {name!r} ({np_.op_type}) reads {iname!r}, which nothing defines")
+        node.append_input(v)
 
 
 def _dedupe_node_names(g: Graph) -> None:
