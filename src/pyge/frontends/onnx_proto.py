@@ -210,7 +210,8 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         scope[vi.name] = v
     infos = {vi.name: vi for vi in list(gp.value_info) + list(gp.output)}
     # Two passes, so that a node may read a value defined further down the list: ONNX asks
-    # for sorted nodes, but onnxruntime runs unsorted graphs, and so does pyge (sorted below).
+    # for sorted nodes, but onnxruntime runs unsorted graphs, and so does pyge
+    # (model_from_proto sorts them).
     nodes = []
     taken = {n.name for n in g.nodes}
     for i, np_ in enumerate(gp.node):
@@ -240,10 +241,6 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
             read_type(v, vo.type)
         g.outputs.append(v)
     _dedupe_node_names(g)
-    try:
-        g.sort()
-    except GraphCycleError as err:
-        raise ModelGraphCycleError(str(err), err.nodes) from None
     return g
 
 
@@ -288,7 +285,10 @@ def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
     return dense.reshape(dims)
 
 
-def model_from_proto(mp: onnx.ModelProto) -> Graph:
+def model_from_proto(mp: onnx.ModelProto, sort: bool = True) -> Graph:
+    """The model's graph; with `sort`, every (sub)graph in a topological order, a cycle being
+    a ModelGraphCycleError that names its nodes. Without it nodes stay in the file's order
+    (for a reader that matches records to nodes by position, then sorts: modelfile.py)."""
     opsets = {op.domain if op.domain not in ("ai.onnx",) else "": op.version for op in mp.opset_import}
     if "" not in opsets:
         opsets[""] = 1
@@ -298,7 +298,18 @@ def model_from_proto(mp: onnx.ModelProto) -> Graph:
     g = graph_from_proto(mp.graph, opsets=opsets)
     g.ir_version = mp.ir_version
     g.metadata = {p.key: p.value for p in mp.metadata_props}
+    if sort:
+        sort_graphs(g)
     return g
+
+
+def sort_graphs(g: Graph) -> None:
+    """Sort `g` and every subgraph topologically; a cycle is a ModelGraphCycleError."""
+    try:
+        for sg in g.all_graphs():
+            sg.sort()
+    except GraphCycleError as err:
+        raise ModelGraphCycleError(str(err), err.nodes) from None
 
 
 # ---------------------------------------------------------------------------------------
