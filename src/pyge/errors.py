@@ -34,6 +34,15 @@ class GraphCycleError(GraphError):
         super().__init__(message)
 
 
+class GraphTypeError(GraphError):
+    """A node's input types, dims or attributes contradict its operator (ONNX type and shape
+    inference refuses it, as onnxruntime does). `node`: the node's name."""
+
+    def __init__(self, message: str, node: str = ""):
+        self.node = node
+        super().__init__(message)
+
+
 class ModelGraphCycleError(GraphCycleError, ModelLoadError):
     """A model file's graph has a cycle: a GraphCycleError, and a ModelLoadError as every
     other reason a model file cannot be loaded."""
