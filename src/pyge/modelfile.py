@@ -38,7 +38,7 @@ from google.protobuf.message import DecodeError
 from ._version import __version__
 from .devices import check_device
 from .errors import ModelFileError, PygeError
-from .frontends.onnx_proto import graph_to_model, model_from_proto, sort_graphs
+from .frontends.onnx_proto import check_strings, graph_to_model, model_from_proto, sort_graphs
 from .ir.graph import Graph
 from .options import Options, parse_options
 from .modelfile_check import as_index, as_int, check_plan
@@ -279,6 +279,7 @@ def _decode_graph(body: bytes, node_info: Any):
     except (DecodeError, ValueError, RuntimeError) as err:
         raise ModelFileError(f"graph section is not a valid ONNX model ({err})") from err
     _refuse_external_data(mp.graph)
+    check_strings(mp, "graph section")          # a ModelLoadError; read_model makes it a ModelFileError
     graph = model_from_proto(mp, sort=False)   # node_info lists nodes in the file's order
     graphs = _walk(graph)
     if not isinstance(node_info, list) or len(node_info) != len(graphs):

@@ -127,6 +127,27 @@ def _array(tp: TensorProto) -> np.ndarray:
     return numpy_helper.to_array(tp)
 
 
+def check_strings(msg, src: str, where: str = "the model") -> None:
+    """Refuse a string field that is not valid UTF-8 (a damaged file): protobuf hands such a
+    proto2 `string` back as bytes, which every name lookup downstream would trip over.
+    Tensors are checked by name only, so that their data is never copied out."""
+    if isinstance(msg, onnx.TensorProto):
+        if not isinstance(msg.name, str):
+            raise ModelLoadError(f"{src}: a tensor name in {where} is not valid UTF-8: {msg.name!r}")
+        return
+    if isinstance(msg, onnx.NodeProto) and isinstance(msg.name, str) and msg.name:
+        where = f"node {msg.name!r}"
+    for field, value in msg.ListFields():
+        if field.type not in (field.TYPE_STRING, field.TYPE_MESSAGE):
+            continue
+        for v in (value if field.is_repeated else (value,)):
+            if field.type == field.TYPE_MESSAGE:
+                check_strings(v, src, where)
+            elif not isinstance(v, str):
+                raise ModelLoadError(f"{src}: {msg.DESCRIPTOR.name}.{field.name} in {where} is "
+                                     f"not valid UTF-8: {v!r}")
+
+
 def _attr_value(a: AttributeProto, scope: dict[str, Value], opsets: dict[str, int]) -> Any:
     t = a.type
     if t == AttributeProto.FLOAT:
@@ -154,7 +175,7 @@ def _attr_value(a: AttributeProto, scope: dict[str, Value], opsets: dict[str, in
         return _array(a.sparse_tensor.values)
     if t == AttributeProto.TYPE_PROTO:
         return a.tp
-    raise GraphError(f"attribute {a.name!r} has unsupported type {t}")
+    raise ModelLoadError(f"attribute {a.name!r} has unsupported type {t}")   # a damaged file
 
 
 def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
@@ -252,7 +273,9 @@ def _read_node(node: Node, np_: onnx.NodeProto, scope: dict[str, Value], opsets:
             raise ModelLoadError(f"node {name!r}: attribute references (functions) are not supported")
         try:
             node.attrs[a.name] = _attr_value(a, scope, opsets)
-        except (GraphError, ModelLoadError):
+        except ModelLoadError as err:
+            raise ModelLoadError(f"node {name!r} ({np_.op_type}): {err}") from err
+        except GraphError:
             raise
         except Exception as err:  # noqa: BLE001 - a corrupt tensor attribute (dtype, data size)
             raise ModelLoadError(f"node {name!r} ({np_.op_type}): attribute {a.name!r} cannot be read: "
