@@ -123,3 +123,17 @@ def test_unfused_resnet50_keeps_no_removable_memory_event(monkeypatch):
     for k in (2, 4):
         m = replan(single, branch_streams(k))
         assert memory_events(m.plan) and removable(m) == []
+
+
+def test_a_smaller_layout_that_needs_no_event_is_kept(monkeypatch):
+    """(35, 40, 2): the packer chose edges for a layout that, finished, needs none of them;
+    it is smaller than the layout packed without events, so it is kept, event-free."""
+    seed, nodes, k = 35, 40, 2
+    single = pyge.compile(random_graph(random.Random(seed), nodes), "cpu",
+                          {"ge.enableSingleStream": "true"})
+    monkeypatch.setattr(memory_mod, "RATIO", 1e9)
+    bare = replan(single, random_streams(k, seed))
+    monkeypatch.undo()
+    m = forced(seed, nodes, k)
+    assert memory_events(m.plan) == [] and m.plan.meta["memory_events"] == 0
+    assert m.memory.peak_bytes < bare.memory.peak_bytes

@@ -176,12 +176,14 @@ def _maybe_order(plan: Plan, hb: HappensBefore, items: list[Item], readers: list
             if got <= RATIO * single:
                 break                        # the looser limit sufficed: fewer events
     _, ordered, edges, offsets = best
-    if ordered >= peak or not edges:
+    if ordered >= peak:
         for it, off in zip(items, kept):
             it.offset = off
         return peak, 0, hb
     for it, off in zip(items, offsets):
         it.offset = off
+    if not edges:                            # a smaller layout that needs no event after all
+        return ordered, 0, hb
     ids = [e.event_id for e in plan.events]
     added = add_memory_events(plan, edges)
     try:
