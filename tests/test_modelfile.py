@@ -200,6 +200,31 @@ def test_corrupt_byte_fails_checksum(saved, tmp_path, where):
         load_model(p)
 
 
+@pytest.mark.parametrize("byte", range(8, 28))
+def test_one_flipped_header_bit_is_corruption(saved, tmp_path, byte):
+    """Issue 20 item 11: a flipped bit in the version (bytes 8..11: version 1 -> 257 for bit
+    8), the header length (12..19) or the first header bytes is corruption, found by the
+    checksum before anything the corrupt bytes say is believed."""
+    data = saved.read_bytes()
+    p = tmp_path / "flip.pgm"
+    for bit in range(8):
+        bad = bytearray(data)
+        bad[byte] ^= 1 << bit
+        p.write_bytes(bytes(bad))
+        with pytest.raises(ModelFileError, match="corrupt") as info:
+            load_model(p)
+        assert "version" not in str(info.value) and "upgrade" not in str(info.value)
+
+
+def test_flipped_magic_bit_is_not_a_model(saved, tmp_path):
+    bad = bytearray(saved.read_bytes())
+    bad[3] ^= 0x10
+    p = tmp_path / "magic.pgm"
+    p.write_bytes(bytes(bad))
+    with pytest.raises(ModelFileError, match="not a pyge offline model"):
+        load_model(p)
+
+
 def test_newer_version(saved, tmp_path):
     head, body = _split(saved.read_bytes())
     p = tmp_path / "new.pgm"

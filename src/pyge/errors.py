@@ -26,7 +26,26 @@ class GraphError(PygeError):
 
 
 class GraphCycleError(GraphError):
-    """The graph has a cycle, so no topological order exists."""
+    """The graph has a cycle, so no topological order exists. `nodes`: the names of the
+    nodes on one cycle, in data-flow order."""
+
+    def __init__(self, message: str, nodes: list[str] | tuple[str, ...] = ()):
+        self.nodes = list(nodes)
+        super().__init__(message)
+
+
+class GraphTypeError(GraphError):
+    """A node's input types, dims or attributes contradict its operator (ONNX type and shape
+    inference refuses it, as onnxruntime does). `node`: the node's name."""
+
+    def __init__(self, message: str, node: str = ""):
+        self.node = node
+        super().__init__(message)
+
+
+class ModelGraphCycleError(GraphCycleError, ModelLoadError):
+    """A model file's graph has a cycle: a GraphCycleError, and a ModelLoadError as every
+    other reason a model file cannot be loaded."""
 
 
 class UnsupportedOperatorError(PygeError):

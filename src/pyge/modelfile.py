@@ -14,9 +14,10 @@ Layout (all integers little-endian):
 
 Loading is safe on an untrusted file: JSON and protobuf only (no pickle, no code), lengths and
 checksum checked before anything is parsed, external-data tensors refused (they would make the
-loader read other files), and every index in the plan range-checked, so a crafted file fails
-with ModelFileError rather than IndexError deep inside an executor, and the plan is
-verified (pyge.passes.verify.checks) so that one that would deadlock or race is refused too.
+loader read other files), and the plan trusted no more than a stranger's: modelfile_check.py
+range-checks every index, checks that the plan is its graph's (values, kinds, producers,
+each node's inputs and outputs) and verifies it, so a crafted file fails with
+ModelFileError naming the culprit rather than computing something else or racing.
 """
 from __future__ import annotations
 
@@ -37,11 +38,11 @@ from google.protobuf.message import DecodeError
 from ._version import __version__
 from .devices import check_device
 from .errors import ModelFileError, PygeError
-from .frontends.onnx_proto import graph_to_model, model_from_proto
+from .frontends.onnx_proto import check_strings, graph_to_model, model_from_proto, sort_graphs
 from .ir.graph import Graph
 from .options import Options, parse_options
-from .passes.verify.checks import verify_plan
-from .plan.plan import LAUNCH, RECORD, WAIT, Buffer, Event, MemoryPlan, Plan, PlanNode, PlanValue, Step
+from .modelfile_check import as_index, as_int, check_plan
+from .plan.plan import Buffer, Event, MemoryPlan, Plan, PlanNode, PlanValue, Step
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ def read_model(path: str | os.PathLike, device: str | None = None) -> tuple[Grap
     try:
         plan = _decode_plan(header["plan"])
         graph = _decode_graph(body, header["node_info"])
-        _check_plan(plan, graph)
+        check_plan(plan, graph)
         options = parse_options(header.get("options", {}))
         dev = check_device(device or header.get("device", "cpu"))
     except PygeError as err:
@@ -194,9 +195,15 @@ def is_model_file(path: str | os.PathLike) -> bool:
 
 
 def _split(p: Path, data: bytes) -> tuple[dict, bytes]:
-    """Check magic, version, lengths and checksum; return (header dict, graph bytes)."""
-    if len(data) < _PRE.size or data[:8] != MAGIC:
+    """Check magic, checksum, version and lengths, in that order; return (header dict, graph
+    bytes). The checksum comes before the version and the lengths: a flipped bit anywhere
+    (the version field included) is corruption, not a newer format or a truncation."""
+    if len(data) < len(MAGIC) or data[:len(MAGIC)] != MAGIC:
         raise ModelFileError(f"{p} is not a pyge offline model (bad magic bytes)")
+    if len(data) < _PRE.size + _LEN.size + _SHA:
+        raise ModelFileError(f"{p} is truncated ({len(data)} bytes, shorter than any offline model)")
+    if hashlib.sha256(data[:-_SHA]).digest() != data[-_SHA:]:
+        raise ModelFileError(f"{p} is {_corruption(data)}")
     _, version, head_len = _PRE.unpack_from(data)
     if version > FORMAT_VERSION:
         raise ModelFileError(f"{p} has format version {version}, newer than this pyge supports "
@@ -204,22 +211,31 @@ def _split(p: Path, data: bytes) -> tuple[dict, bytes]:
     if version < 1:
         raise ModelFileError(f"{p} has unsupported format version {version} (supported: 1..{FORMAT_VERSION})")
     at = _PRE.size + head_len
-    if at + _LEN.size > len(data):
-        raise ModelFileError(f"{p} is truncated (header claims {head_len} bytes, file has {len(data)})")
-    (body_len,) = _LEN.unpack_from(data, at)
-    end = at + _LEN.size + body_len
-    if end + _SHA != len(data):
-        what = "truncated" if end + _SHA > len(data) else "followed by unexpected bytes"
-        raise ModelFileError(f"{p} is {what} (expected {end + _SHA} bytes, file has {len(data)})")
-    if hashlib.sha256(data[:end]).digest() != data[end:]:
-        raise ModelFileError(f"{p} is corrupt (SHA-256 checksum mismatch)")
+    body_len = _LEN.unpack_from(data, at)[0] if at + _LEN.size <= len(data) else -1
+    if body_len < 0 or at + _LEN.size + body_len + _SHA != len(data):
+        raise ModelFileError(f"{p}: its section lengths do not add up to its {len(data)} bytes")
     try:
         header = json.loads(data[_PRE.size:at].decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise ModelFileError(f"{p}: header is not valid JSON ({err})") from err
     if not isinstance(header, dict) or header.get("format") != "pyge-model":
         raise ModelFileError(f"{p}: header is not a pyge model header")
-    return header, data[at + _LEN.size:end]
+    return header, data[at + _LEN.size:-_SHA]
+
+
+def _corruption(data: bytes) -> str:
+    """What a checksum mismatch most likely is, for the message: bytes appended to an intact
+    model, a cut file (the sections claim more bytes than there are), or corruption."""
+    _, _, head_len = _PRE.unpack_from(data)
+    at = _PRE.size + head_len
+    if at + _LEN.size <= len(data):
+        end = at + _LEN.size + _LEN.unpack_from(data, at)[0]
+        if end + _SHA < len(data) and hashlib.sha256(data[:end]).digest() == data[end:end + _SHA]:
+            return f"followed by unexpected bytes ({len(data) - end - _SHA} after its checksum)"
+        if end + _SHA > len(data):
+            return (f"corrupt or truncated (SHA-256 checksum mismatch; its sections claim "
+                    f"{end + _SHA} bytes, the file has {len(data)})")
+    return "corrupt (SHA-256 checksum mismatch)"
 
 
 def _decode(cls, d: Any):
@@ -263,7 +279,8 @@ def _decode_graph(body: bytes, node_info: Any):
     except (DecodeError, ValueError, RuntimeError) as err:
         raise ModelFileError(f"graph section is not a valid ONNX model ({err})") from err
     _refuse_external_data(mp.graph)
-    graph = model_from_proto(mp)
+    check_strings(mp, "graph section")          # a ModelLoadError; read_model makes it a ModelFileError
+    graph = model_from_proto(mp, sort=False)   # node_info lists nodes in the file's order
     graphs = _walk(graph)
     if not isinstance(node_info, list) or len(node_info) != len(graphs):
         raise ModelFileError("node info does not match the graph's subgraphs")
@@ -274,10 +291,11 @@ def _decode_graph(body: bytes, node_info: Any):
         for n, rec in zip(nodes, info):
             n.attrs.pop(_STREAM_ATTR, None)
             stream, engine, preds = rec
-            n.stream_id = _int(stream, f"stream of node {n.name!r}")
+            n.stream_id = as_int(stream, f"stream of node {n.name!r}")
             n.engine = engine if isinstance(engine, str) else None
-            n.control_preds = [nodes[_idx(i, len(nodes), f"control edge of {n.name!r}")] for i in preds]
+            n.control_preds = [nodes[as_index(i, len(nodes), f"control edge of {n.name!r}")] for i in preds]
         g.invalidate()
+    sort_graphs(graph)
     return graph
 
 
@@ -293,100 +311,6 @@ def _refuse_external_data(gp: onnx.GraphProto) -> None:
     for t in tensors:
         if t.data_location == onnx.TensorProto.EXTERNAL or len(t.external_data):
             raise ModelFileError(f"tensor {t.name!r} refers to external data, which .pgm files may not")
-
-
-# ---------------------------------------------------------------------------------------
-# consistency of a loaded plan
-
-
-def _int(x: Any, what: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise ModelFileError(f"{what} is not an integer: {x!r}")
-    return x
-
-
-def _idx(x: Any, n: int, what: str, lo: int = 0) -> int:
-    i = _int(x, what)
-    if not lo <= i < n:
-        raise ModelFileError(f"{what} is {i}, outside {lo}..{n - 1}")
-    return i
-
-
-def _check_plan(plan: Plan, graph) -> None:
-    V, N, S, E = len(plan.values), len(plan.nodes), len(plan.streams), len(plan.events)
-    for i, v in enumerate(plan.values):
-        _check_record(v, i, "value")
-        _idx(v.producer, N, f"producer of value {v.name!r}", lo=-1)
-        _idx(v.buffer, len(plan.memory.buffers), f"buffer of value {v.name!r}", lo=-1)
-    for i, n in enumerate(plan.nodes):
-        _check_record(n, i, "node")
-        _idx(n.stream, S, f"stream of node {n.name!r}")
-        for what, lst, lo, size in (("input", n.inputs, -1, V), ("output", n.outputs, 0, V),
-                                    ("control edge", n.control_preds, 0, N), ("release", n.free_after, 0, V)):
-            for x in _list(lst, f"{what}s of node {n.name!r}"):
-                _idx(x, size, f"{what} of node {n.name!r}", lo=lo)
-    for k, e in enumerate(plan.events):
-        _check_record(e, k, "event")
-        _int(e.event_id, f"id of event {k}")
-        _idx(e.src_stream, S, f"source stream of event {k}")
-        _idx(e.dst_stream, S, f"target stream of event {k}")
-        _idx(e.src_node, N, f"source node of event {k}", lo=-1)
-        _idx(e.dst_node, N, f"target node of event {k}", lo=-1)
-    launched = [0] * N
-    for s, steps in enumerate(plan.streams):
-        for st in _list(steps, f"stream {s}"):
-            if st.kind not in (LAUNCH, RECORD, WAIT):
-                raise ModelFileError(f"stream {s} has a step of unknown kind {st.kind!r}")
-            arg = _idx(st.arg, N if st.kind == LAUNCH else E, f"step argument on stream {s}")
-            if st.kind == LAUNCH:
-                if plan.nodes[arg].stream != s:
-                    raise ModelFileError(f"node {plan.nodes[arg].name!r} is launched on stream {s}, "
-                                         f"but planned on stream {plan.nodes[arg].stream}")
-                launched[arg] += 1
-    if any(c != 1 for c in launched):
-        raise ModelFileError("some node is not launched exactly once")
-    for what, lst, size in (("input", plan.inputs, V), ("output", plan.outputs, V),
-                            ("custom stream", plan.custom_streams, S)):
-        for x in _list(lst, f"plan {what}s"):
-            _idx(x, size, f"plan {what}")
-    for b in plan.memory.buffers:
-        for x in (b.index, b.offset, b.size):
-            _idx(x, 1 << 62, "buffer field")
-    _check_against_graph(plan, graph)
-    # Indices are sound; now the ordering: no deadlock, every dependency and buffer reuse
-    # ordered across streams. A crafted plan that would race or hang fails here, not at run time.
-    verify_plan(plan)
-
-
-def _check_record(rec: Any, i: int, what: str) -> None:
-    if _int(rec.index, f"{what} index") != i:
-        raise ModelFileError(f"{what} {i} carries index {rec.index}")
-    name = getattr(rec, "name", "")
-    if not isinstance(name, str):
-        raise ModelFileError(f"{what} {i} has a name that is not a string")
-
-
-def _list(x: Any, what: str) -> list:
-    if not isinstance(x, list):
-        raise ModelFileError(f"{what} is not a list")
-    return x
-
-
-def _check_against_graph(plan: Plan, graph) -> None:
-    names = [n.name for n in graph.nodes]
-    if sorted(names) != sorted(n.name for n in plan.nodes) or len(set(names)) != len(names):
-        raise ModelFileError("the plan's nodes do not match the graph's nodes")
-    by_name = {n.name: n for n in graph.nodes}
-    for pn in plan.nodes:
-        if by_name[pn.name].stream_id != pn.stream:
-            raise ModelFileError(f"node {pn.name!r}: graph and plan disagree on its stream")
-    for v in plan.values:
-        if v.is_const and v.name not in graph.initializers:
-            raise ModelFileError(f"constant {v.name!r} has no weights in the graph")
-    if [plan.values[i].name for i in plan.inputs] != [v.name for v in graph.inputs]:
-        raise ModelFileError("the plan's inputs do not match the graph's inputs")
-    if [plan.values[i].name for i in plan.outputs] != [v.name for v in graph.outputs]:
-        raise ModelFileError("the plan's outputs do not match the graph's outputs")
 
 
 __all__ = ["save_model", "read_model", "is_model_file", "MAGIC", "FORMAT_VERSION"]

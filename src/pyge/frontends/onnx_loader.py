@@ -11,9 +11,9 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper
 
-from ..errors import ModelLoadError
+from ..errors import ModelGraphCycleError, ModelLoadError
 from ..ir.graph import Graph
-from .onnx_proto import keeps_shape_data, model_from_proto
+from .onnx_proto import check_strings, keeps_shape_data, model_from_proto
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +202,7 @@ def load_onnx(model: str | os.PathLike | onnx.ModelProto | bytes, infer: bool = 
         src = str(model)
     else:
         raise ModelLoadError(f"load_onnx expects a path, bytes or onnx.ModelProto, got {type(model).__name__}")
+    check_strings(mp, src)
     if not isinstance(model, (str, os.PathLike)):
         read_external_data(mp, base_dir, src)
     opset = next((o.version for o in mp.opset_import if o.domain in ("", "ai.onnx")), None)
@@ -211,6 +212,8 @@ def load_onnx(model: str | os.PathLike | onnx.ModelProto | bytes, infer: bool = 
         mp = infer_model(mp)
     try:
         g = model_from_proto(mp)
+    except ModelGraphCycleError as err:         # keeps its class: a GraphCycleError too
+        raise ModelGraphCycleError(f"{src}: {err}", err.nodes) from err
     except ModelLoadError as err:
         raise ModelLoadError(f"{src}: {err}") from err
     g.metadata.setdefault("source", src)

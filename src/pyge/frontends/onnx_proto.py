@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
-from ..errors import GraphError, ModelLoadError
+from ..errors import GraphCycleError, GraphError, ModelGraphCycleError, ModelLoadError
 from ..ir.graph import OPTIONAL, SEQUENCE, TENSOR, Graph, Node, Value, unique_name
 
 # ---------------------------------------------------------------------------------------
@@ -127,6 +127,27 @@ def _array(tp: TensorProto) -> np.ndarray:
     return numpy_helper.to_array(tp)
 
 
+def check_strings(msg, src: str, where: str = "the model") -> None:
+    """Refuse a string field that is not valid UTF-8 (a damaged file): protobuf hands such a
+    proto2 `string` back as bytes, which every name lookup downstream would trip over.
+    Tensors are checked by name only, so that their data is never copied out."""
+    if isinstance(msg, onnx.TensorProto):
+        if not isinstance(msg.name, str):
+            raise ModelLoadError(f"{src}: a tensor name in {where} is not valid UTF-8: {msg.name!r}")
+        return
+    if isinstance(msg, onnx.NodeProto) and isinstance(msg.name, str) and msg.name:
+        where = f"node {msg.name!r}"
+    for field, value in msg.ListFields():
+        if field.type not in (field.TYPE_STRING, field.TYPE_MESSAGE):
+            continue
+        for v in (value if field.is_repeated else (value,)):
+            if field.type == field.TYPE_MESSAGE:
+                check_strings(v, src, where)
+            elif not isinstance(v, str):
+                raise ModelLoadError(f"{src}: {msg.DESCRIPTOR.name}.{field.name} in {where} is "
+                                     f"not valid UTF-8: {v!r}")
+
+
 def _attr_value(a: AttributeProto, scope: dict[str, Value], opsets: dict[str, int]) -> Any:
     t = a.type
     if t == AttributeProto.FLOAT:
@@ -154,7 +175,7 @@ def _attr_value(a: AttributeProto, scope: dict[str, Value], opsets: dict[str, in
         return _array(a.sparse_tensor.values)
     if t == AttributeProto.TYPE_PROTO:
         return a.tp
-    raise GraphError(f"attribute {a.name!r} has unsupported type {t}")
+    raise ModelLoadError(f"attribute {a.name!r} has unsupported type {t}")   # a damaged file
 
 
 def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
@@ -209,39 +230,29 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         g.add_input(v)
         scope[vi.name] = v
     infos = {vi.name: vi for vi in list(gp.value_info) + list(gp.output)}
+    # Two passes, so that a node may read a value defined further down the list: ONNX asks
+    # for sorted nodes, but onnxruntime runs unsorted graphs, and so does pyge
+    # (model_from_proto sorts them).
+    nodes = []
+    taken = {n.name for n in g.nodes}
     for i, np_ in enumerate(gp.node):
         # ONNX does not require unique node names; pyge's graphs have them (the second of two
-        # nodes called X becomes X_1).
-        name = g.unique_node_name(np_.name or f"{np_.op_type}_{i}")
+        # nodes called X becomes X_1; none is added yet, so the names taken are kept here).
+        name = unique_name(taken, np_.name or f"{np_.op_type}_{i}")
         node = Node(np_.op_type, name, domain=np_.domain)
         node.doc = np_.doc_string
-        for a in np_.attribute:
-            if a.ref_attr_name:
-                raise ModelLoadError(f"node {name!r}: attribute references (functions) are not supported")
-            try:
-                node.attrs[a.name] = _attr_value(a, scope, g.opset_imports)
-            except (GraphError, ModelLoadError):
-                raise
-            except Exception as err:  # noqa: BLE001 - a corrupt tensor attribute (dtype, data size)
-                raise ModelLoadError(f"node {name!r} ({np_.op_type}): attribute {a.name!r} cannot be read: "
-                                     f"{type(err).__name__}: {err}") from err
-        for iname in np_.input:
-            if iname == "":
-                node.append_input(None)
-                continue
-            v = scope.get(iname)
-            if v is None:
-                raise ModelLoadError(f"node {name!r} ({np_.op_type}) reads {iname!r}, which nothing defines")
-            node.append_input(v)
         for oname in np_.output:
             if oname:
                 define(oname, f"node {name!r}")
-            v = Value(oname if oname else f"{name}__unused{len(node.outputs)}")
-            if oname in infos:
-                read_type(v, infos[oname].type)
-            node.add_output(v)
+            v = node.add_output(Value(oname if oname else f"{name}__unused{len(node.outputs)}"))
             if oname:
                 scope[oname] = v
+        nodes.append(node)
+    for node, np_ in zip(nodes, gp.node):
+        _read_node(node, np_, scope, g.opset_imports)
+        for oname, v in zip(np_.output, node.outputs):
+            if oname in infos:
+                read_type(v, infos[oname].type)
         g.add_node(node)
     for vo in gp.output:
         v = scope.get(vo.name)
@@ -252,6 +263,31 @@ def graph_from_proto(gp: onnx.GraphProto, outer: dict[str, Value] | None = None,
         g.outputs.append(v)
     _dedupe_node_names(g)
     return g
+
+
+def _read_node(node: Node, np_: onnx.NodeProto, scope: dict[str, Value], opsets: dict[str, int]) -> None:
+    """`node`'s attributes and inputs from its proto; `scope` holds every name it may read."""
+    name = node.name
+    for a in np_.attribute:
+        if a.ref_attr_name:
+            raise ModelLoadError(f"node {name!r}: attribute references (functions) are not supported")
+        try:
+            node.attrs[a.name] = _attr_value(a, scope, opsets)
+        except ModelLoadError as err:
+            raise ModelLoadError(f"node {name!r} ({np_.op_type}): {err}") from err
+        except GraphError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a corrupt tensor attribute (dtype, data size)
+            raise ModelLoadError(f"node {name!r} ({np_.op_type}): attribute {a.name!r} cannot be read: "
+                                 f"{type(err).__name__}: {err}") from err
+    for iname in np_.input:
+        if iname == "":
+            node.append_input(None)
+            continue
+        v = scope.get(iname)
+        if v is None:
+            raise ModelLoadError(f"node {name!r} ({np_.op_type}) reads {iname!r}, which nothing defines")
+        node.append_input(v)
 
 
 def _dedupe_node_names(g: Graph) -> None:
@@ -272,7 +308,10 @@ def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
     return dense.reshape(dims)
 
 
-def model_from_proto(mp: onnx.ModelProto) -> Graph:
+def model_from_proto(mp: onnx.ModelProto, sort: bool = True) -> Graph:
+    """The model's graph; with `sort`, every (sub)graph in a topological order, a cycle being
+    a ModelGraphCycleError that names its nodes. Without it nodes stay in the file's order
+    (for a reader that matches records to nodes by position, then sorts: modelfile.py)."""
     opsets = {op.domain if op.domain not in ("ai.onnx",) else "": op.version for op in mp.opset_import}
     if "" not in opsets:
         opsets[""] = 1
@@ -282,7 +321,18 @@ def model_from_proto(mp: onnx.ModelProto) -> Graph:
     g = graph_from_proto(mp.graph, opsets=opsets)
     g.ir_version = mp.ir_version
     g.metadata = {p.key: p.value for p in mp.metadata_props}
+    if sort:
+        sort_graphs(g)
     return g
+
+
+def sort_graphs(g: Graph) -> None:
+    """Sort `g` and every subgraph topologically; a cycle is a ModelGraphCycleError."""
+    try:
+        for sg in g.all_graphs():
+            sg.sort()
+    except GraphCycleError as err:
+        raise ModelGraphCycleError(str(err), err.nodes) from None
 
 
 # ---------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from ..errors import GraphCycleError, GraphError
+from ..errors import GraphError
+from . import order as _order
 from .names import NameIndex, first_free, unique_name
 from .node import GraphBase, Node
 from .value import OPTIONAL, SEQUENCE, TENSOR, Value
@@ -321,69 +322,19 @@ class Graph(GraphBase):
         return out
 
     def topological_sort(self) -> list[Node]:
-        """Kahn's algorithm, stable with respect to the current node order. Raises on a cycle.
-
-        Runs about ten times per compile, so it works on integer indices, and when the
-        current order already is topological (the common case: passes keep it so) it
-        returns it as is, which is exactly what the stable Kahn pass would return.
-        """
-        nodes = self._nodes
-        index = {id(n): i for i, n in enumerate(nodes)}
-        get = index.get
-        preds: list[list[int]] = []
-        in_order = True
-        for i, n in enumerate(nodes):
-            if n.attrs:    # may hold a subgraph (implicit inputs): the general way
-                ps = [index[id(p)] for p in n.predecessors if id(p) in index]
-            else:          # inlined Node.predecessors, as indices (deduplicated below)
-                ps = []
-                for v in n._inputs:
-                    if v is not None:
-                        p = v.producer
-                        if p is not None and p.graph is self:
-                            j = get(id(p))
-                            if j is not None:
-                                ps.append(j)
-                for p in n.control_preds:
-                    j = get(id(p))
-                    if j is not None:
-                        ps.append(j)
-                if len(ps) > 1:
-                    ps = list(dict.fromkeys(ps))
-            if in_order:
-                for j in ps:
-                    if j >= i:
-                        in_order = False
-                        break
-            preds.append(ps)
-        if in_order:
-            return list(nodes)
-        indeg = [len(ps) for ps in preds]
-        succs: list[list[int]] = [[] for _ in nodes]
-        for i, ps in enumerate(preds):
-            for j in ps:
-                succs[j].append(i)
-        import heapq
-        ready = [i for i, d in enumerate(indeg) if d == 0]
-        heapq.heapify(ready)
-        order: list[Node] = []
-        while ready:
-            i = heapq.heappop(ready)
-            order.append(nodes[i])
-            for s in succs[i]:
-                indeg[s] -= 1
-                if indeg[s] == 0:
-                    heapq.heappush(ready, s)
-        if len(order) != len(nodes):
-            stuck = [n for i, n in enumerate(nodes) if indeg[i] > 0]
-            raise GraphCycleError(
-                f"graph {self.name!r} has a cycle through node {stuck[0].name!r} ({stuck[0].op_type})")
-        return order
+        """The nodes in a topological order, stable with respect to the current order (the
+        current order itself when it is one). Raises GraphCycleError naming the nodes of a
+        cycle (ir/order.py)."""
+        return _order.topological_sort(self)
 
     def sort(self) -> None:
-        """Reorder nodes topologically (in place)."""
-        self._nodes = self.topological_sort()
+        """Reorder nodes topologically (in place); GraphCycleError on a cycle."""
+        self._nodes = _order.topological_sort(self)
         self._succ_cache = None
+
+    def find_cycle(self) -> list[Node]:
+        """The nodes of one cycle in data-flow order, or [] when the graph is acyclic."""
+        return _order.find_cycle(self)            # ir/cycles.find_cycle
 
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self._nodes)} nodes)"

@@ -312,8 +312,8 @@ def test_forced_memory_events_are_safe_and_shrink_the_arena(seed, nodes, k):
     if memory_events(multi.plan):
         assert multi.memory.peak_bytes < bare.memory.peak_bytes
         assert bare.memory.peak_bytes > RATIO * single.memory.peak_bytes
-    else:
-        assert multi.memory.peak_bytes == bare.memory.peak_bytes
+    else:                                   # (smaller only where no chosen edge was needed)
+        assert multi.memory.peak_bytes <= bare.memory.peak_bytes
     _same_in_arena(single, multi, seed)
 
 

@@ -3,7 +3,17 @@
 The result becomes an initializer under the node's output name, so downstream nodes and
 dumps still see the same value names; the folded node disappears (its name is kept in
 `graph.metadata["folded"]` for reference). Nondeterministic ops and nodes with subgraphs
-are never folded; nor are outputs larger than MAX_FOLD_BYTES (folding would bloat weights).
+are never folded.
+
+Size bound. A folded value becomes a weight of the compiled model (and of its .pgm file),
+and computing it costs compile-time memory. A node is folded only when its outputs
+together take at most MAX_FOLD_BYTES (64 MiB: above the largest weights of the models pyge
+runs, so real weight preprocessing folds, yet small enough that a compile's peak stays
+bounded), and this is decided *before* the kernel runs, from the output types: those ONNX
+inference gives for the node with its constant inputs' values (ConstantOfShape reads its
+shape input), else those already inferred for the graph. A node whose output size is
+unknown is not folded: a 114-byte model asking ConstantOfShape for 1.5e9 x 1 floats would
+otherwise allocate 6 GB at compile time; at run time the size is the user's to feed.
 Shape and Size are constants too where the dims they read are known (feeds are checked
 against the declared input shapes), so the scale that exporters compute as
 1/sqrt(Shape(q)[-1]) folds to a number that fusions can read.
@@ -15,6 +25,7 @@ import logging
 import numpy as np
 
 from ...ir.graph import Graph
+from .fold_size import output_bytes
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +52,10 @@ def fold_constants(graph: Graph) -> int:
             continue
         if any(o.kind != "tensor" for o in n.outputs):
             continue
+        size = output_bytes(n, graph.opset_imports)
+        if size is None or size > MAX_FOLD_BYTES:
+            log.debug("not folding %s: output size %s", n.name, "unknown" if size is None else size)
+            continue
         try:
             fn = build_kernel(n, "cpu")
             outs = fn([to_torch(v.const) if v is not None else None for v in n.inputs])
@@ -50,7 +65,7 @@ def fold_constants(graph: Graph) -> int:
         arrays = [to_numpy(o) for o in outs]
         if any(not isinstance(a, np.ndarray) or a.dtype == object for a in arrays):
             continue
-        if sum(a.nbytes for a in arrays) > MAX_FOLD_BYTES:
+        if sum(a.nbytes for a in arrays) > MAX_FOLD_BYTES:   # the estimate was off
             continue
         # Now: later nodes of this sort read these values as constants and may fold too.
         graph.fold_to_constants(n, arrays)

@@ -4,4 +4,5 @@
     blocks.py    near-linear best-fit packing over free blocks
     pack.py      greedy-by-size packing, the Item type, alignment
     events.py    the memory events the planner may add, and their removal
+    minimal.py   of the edges a packer chose, those the final offsets need
 """

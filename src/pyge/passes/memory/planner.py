@@ -33,7 +33,8 @@ Event(reason="memory") edges, each from an old tenant's last reader to a new ten
 producer, only where growing the arena past a limit is the alternative, and only from a
 reader that precedes the producer in a topological order of happens-before (so never a
 cycle or deadlock), preferring readers that finish earliest in the merged launch order
-(blocks.py, pack.py). Trials: each packer with the limit at 1.15x, then 1x,
+(blocks.py, pack.py); of the edges a packer chose, only those the final offsets need are
+kept (minimal.py: no memory event can be removed while the plan still verifies). Trials: each packer with the limit at 1.15x, then 1x,
 the single-stream peak; kept: the one within 1.15x with the fewest events, else the
 smallest arena, if smaller than without events. The single-stream peak is that of the same
 nodes planned in index order on one stream (what ge.enableSingleStream=true plans); it is
@@ -60,6 +61,7 @@ from ...plan.plan import Buffer, MemoryPlan, Plan, PlanValue
 from ..sync import event_ids
 from .blocks import pack_blocks
 from .events import add_memory_events, strip_memory_events
+from .minimal import needed_edges
 from .pack import BY_SIZE_LIMIT, Item, live_lower_bound, make_items, pack_by_size, pack_no_reuse
 
 log = logging.getLogger(__name__)
@@ -167,19 +169,21 @@ def _maybe_order(plan: Plan, hb: HappensBefore, items: list[Item], readers: list
         for limit in (int(RATIO * single), single):
             edges: list[tuple[int, int]] = []
             got = packer(items, hb.copy(), edges, limit=limit, rank=rank)
-            edges = sorted(set(edges))
+            edges = needed_edges(hb, items, edges)      # minimal.py: none can go
             key = (got > RATIO * single, len(edges) if got <= RATIO * single else 0, got)
             if best is None or key < best[0]:
                 best = (key, got, edges, [it.offset for it in items])
             if got <= RATIO * single:
                 break                        # the looser limit sufficed: fewer events
     _, ordered, edges, offsets = best
-    if ordered >= peak or not edges:
+    if ordered >= peak:
         for it, off in zip(items, kept):
             it.offset = off
         return peak, 0, hb
     for it, off in zip(items, offsets):
         it.offset = off
+    if not edges:                            # a smaller layout that needs no event after all
+        return ordered, 0, hb
     ids = [e.event_id for e in plan.events]
     added = add_memory_events(plan, edges)
     try:
