@@ -1,0 +1,59 @@
+"""Symbolic dimensions of a dynamic-shape model's inputs, resolved from each run's feeds.
+
+An input dim named by a symbol (ONNX `dim_param`, a torch.export symbol) takes its size
+from the feed; one symbol names one size, so feeds that give one symbol two sizes cannot be
+resolved and are refused before anything runs, naming the symbol, both feeds and the node of
+the dynamic part that reads the second. (ONNX inference's own "unk__<n>" names are no
+user's symbols: they only say a dim is unknown.)
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from ..errors import InputError
+
+_UNNAMED = re.compile(r"unk__\d+")
+
+
+def describe_shape(shape) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+class SymbolBinder:
+    """The symbolic dims of a plan's inputs: (input name, axis, symbol) each."""
+
+    def __init__(self, graph, plan):
+        self.part = plan.graph_name
+        self.dims: list[tuple[str, int, str]] = []
+        for vi in plan.inputs:
+            v = plan.values[vi]
+            if v.kind != "tensor" or v.shape is None:
+                continue
+            self.dims += [(v.name, axis, d) for axis, d in enumerate(v.shape)
+                          if isinstance(d, str) and not _UNNAMED.fullmatch(d)]
+        self.rank = {plan.values[vi].name: len(plan.values[vi].shape or ()) for vi in plan.inputs}
+        self.readers: dict[str, str] = {}
+        for n in graph.nodes:
+            for v in n.all_inputs():
+                self.readers.setdefault(v.name, n.name)
+
+    def check(self, feeds: Mapping[str, Any]) -> None:
+        """InputError if the feeds give one symbol two sizes (other faults: check_feeds')."""
+        if not self.dims or not isinstance(feeds, Mapping):
+            return
+        seen: dict[str, tuple[int, str]] = {}
+        for name, axis, sym in self.dims:
+            shape = getattr(feeds.get(name), "shape", None)
+            if shape is None or len(shape) != self.rank[name]:
+                continue
+            size = int(shape[axis])
+            first = seen.setdefault(sym, (size, name))
+            if first[0] != size:
+                raise InputError(
+                    f"symbolic dim {sym!r} cannot be resolved: it is {first[0]} in feed {first[1]!r} "
+                    f"but {size} in feed {name!r} (axis {axis}), read by node "
+                    f"{self.readers.get(name, '?')!r} of the dynamic part {self.part!r}")
+
+
+__all__ = ["SymbolBinder", "describe_shape"]
