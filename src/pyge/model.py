@@ -25,7 +25,7 @@ from .passes.graph._match import ORIGINAL_NAMES
 from .passes.verify.checks import verify_plan
 from .plan.plan import LAUNCH, Event, MemoryPlan, Plan
 from .profiling import profile_model
-from .submodels import STATIC, SubModel, flat_view, is_call
+from .submodels import STATIC, SubModel, flat_view, is_call, make_parts
 
 # Graph metadata key that pyge.from_torch(..., return_torch=True) writes: it travels with the
 # graph through compile, dumps and .pgm files, and makes the model hand over torch tensors.
@@ -264,7 +264,9 @@ class CompiledModel:
 def load_model(path: str | os.PathLike, device: str | None = None) -> CompiledModel:
     """Read a .pgm file (pyge/modelfile.py) into a CompiledModel, without running any
     compiler pass; `device` overrides the one it was compiled for."""
-    return CompiledModel(*modelfile.read_model(path, device))
+    graph, plan, dev, options, statics = modelfile.read_model(path, device)
+    parts = make_parts(graph, plan, statics) if statics is not None else None
+    return CompiledModel(graph, plan, dev, options, submodels=parts)
 
 
 __all__ = ["CompiledModel", "NodeArg", "feeds_by_name", "load_model", "PygeError"]
