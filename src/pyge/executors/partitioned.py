@@ -27,7 +27,7 @@ import torch
 from ..errors import ExecutionError, InputError
 from ..options import parse_options
 from . import make_executor
-from .symbols import SymbolBinder, describe_shape
+from .symbols import StaticFeeds, SymbolBinder, describe_shape
 
 
 class _RunState:
@@ -155,6 +155,10 @@ class PartitionedExecutor:
         self.root = make_executor(root.graph, root.plan, device, root_opts, calls=calls)
         self._root_hooks = (maps.nodes[0], 0, 0)
         self.symbols = SymbolBinder(root.graph, root.plan)
+        fed = {root.plan.values[vi].name for vi in root.plan.inputs}
+        self.static_feeds = StaticFeeds([(n, shape, k.part.name, k.readers.get(n, "?"))
+                                         for k in calls.values()
+                                         for n, shape in zip(k.in_names, k.in_shapes) if n in fed])
 
     @property
     def streams(self) -> list:
@@ -165,6 +169,7 @@ class PartitionedExecutor:
         return out
 
     def run(self, feeds: Mapping[str, Any], hooks=None, output_names=None, **kwargs) -> dict[str, Any]:
+        self.static_feeds.check(feeds)
         self.symbols.check(feeds)
         with self._lock:
             self._state.hooks = hooks

@@ -1,6 +1,10 @@
-"""Symbolic dimensions of a dynamic-shape model's inputs, resolved from each run's feeds.
+"""The feeds of a dynamic-shape model, checked before anything runs.
 
-An input dim named by a symbol (ONNX `dim_param`, a torch.export symbol) takes its size
+Static feeds. A model input that a static sub-model reads must have the shape the
+sub-model was compiled for; a feed that contradicts it is refused naming the input, the
+sub-model and the node that reads it (`StaticFeeds`).
+
+Symbolic dims. An input dim named by a symbol (ONNX `dim_param`, a torch.export symbol) takes its size
 from the feed; one symbol names one size, so feeds that give one symbol two sizes cannot be
 resolved and are refused before anything runs, naming the symbol, both feeds and the node of
 the dynamic part that reads the second. (ONNX inference's own "unk__<n>" names are no
@@ -56,4 +60,20 @@ class SymbolBinder:
                     f"{self.readers.get(name, '?')!r} of the dynamic part {self.part!r}")
 
 
-__all__ = ["SymbolBinder", "describe_shape"]
+class StaticFeeds:
+    """The model inputs that static sub-models read: (input, shape, sub-model, reader) each."""
+
+    def __init__(self, entries: list[tuple[str, tuple, str, str]]):
+        self.entries = [e for e in entries if e[1] is not None]
+
+    def check(self, feeds: Mapping[str, Any]) -> None:
+        if not isinstance(feeds, Mapping):
+            return
+        for name, want, part, reader in self.entries:
+            shape = getattr(feeds.get(name), "shape", None)
+            if shape is not None and tuple(shape) != tuple(want):
+                raise InputError(f"feed {name!r} has shape {list(shape)}, but static sub-model {part!r} "
+                                 f"(node {reader!r} reads it) was compiled for {describe_shape(want)}")
+
+
+__all__ = ["SymbolBinder", "StaticFeeds", "describe_shape"]
