@@ -149,6 +149,7 @@ class PartitionedExecutor:
         index = {p.name: k for k, p in enumerate(parts)}
         calls = {p.name: CallKernel(p, call_names[p.name], self.subs[p.name], device, self._state,
                                     index[p.name], maps) for p in parts[1:]}
+        self.calls = calls          # sub-model name -> the kernel of the node that calls it
         root_opts = parse_options(options)
         if str(device).startswith("cuda"):
             root_opts = root_opts.merged({"pyge.cudaGraph": "false"})

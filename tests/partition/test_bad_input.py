@@ -1,0 +1,86 @@
+"""Bad input to a partitioned model: one line naming the part and the node, nothing half-run,
+nothing hung; the next good run works."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import pyge
+
+from . import models
+from .conftest import graph_of
+
+
+def _two_batched_inputs():
+    """x and x2 share the symbol N; their sum feeds the dynamic part."""
+    nodes = [h.make_node("Add", ["x", "x2"], ["s"], name="add_n"),
+             h.make_node("ReduceSum", ["s"], ["y"], name="rsum", keepdims=0)]
+    g = h.make_graph(nodes, "twob", [h.make_tensor_value_info("x", T.FLOAT, ["N", 3]),
+                                     h.make_tensor_value_info("x2", T.FLOAT, ["N", 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [])])
+    return pyge.load_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+
+
+def _in_time(fn, seconds=60):
+    """fn() in a thread; fails if it does not return in time (nothing may hang)."""
+    box = {}
+
+    def target():
+        try:
+            box["out"] = fn()
+        except BaseException as err:  # noqa: BLE001 - handed back to the test
+            box["err"] = err
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "the run hung"
+    if "err" in box:
+        raise box["err"]
+    return box.get("out")
+
+
+def test_an_unresolvable_symbolic_dim_names_the_symbol_the_node_and_the_part():
+    model = pyge.compile(_two_batched_inputs(), "cpu")
+    assert model.partitioned
+    bad = {"x": np.ones((2, 3), np.float32), "x2": np.ones((5, 3), np.float32)}
+    with pytest.raises(pyge.InputError) as err:
+        _in_time(lambda: model.run(bad))
+    msg = str(err.value)
+    assert "\n" not in msg and "'N'" in msg and "'add_n'" in msg and "'twob'" in msg
+    good = {"x": np.ones((5, 3), np.float32), "x2": np.ones((5, 3), np.float32)}
+    assert float(model.run(good)["y"]) == 30.0
+
+
+@pytest.mark.parametrize("streams", ["1", "3"])
+def test_a_feed_contradicting_a_static_sub_model_names_it_and_its_reader(streams):
+    model = pyge.compile(graph_of("symbolic_batch"), "cpu", {"ge.streamMaxParallelNum": streams,
+                                                             "pyge.streamAllocation": "nodes"})
+    feeds = models.FEEDS["symb"](np.random.default_rng(0))
+    feeds["z"] = np.ones((3, 3), np.float32)
+    with pytest.raises(pyge.InputError) as err:
+        _in_time(lambda: model.run(feeds))
+    msg = str(err.value)
+    assert "\n" not in msg and "'symb_static_0'" in msg and "'st_mm'" in msg and "'z'" in msg
+    ok = models.FEEDS["symb"](np.random.default_rng(0))
+    assert model.run(ok)["y"].shape == (2, 3)
+
+
+def test_a_value_of_the_wrong_shape_reaching_a_call_node_names_the_sub_model():
+    model = pyge.compile(graph_of("detection"), "cpu")
+    kernel = model.executor.calls["det_static_0"]
+    with pytest.raises(pyge.InputError) as err:
+        kernel([torch.ones(3, 8)])
+    msg = str(err.value)
+    assert "\n" not in msg and "'det_static_0'" in msg and "'box_mm'" in msg
+
+
+def test_a_partitioned_model_cannot_be_replanned_as_one():
+    from pyge.replan import replan
+    model = pyge.compile(graph_of("detection"), "cpu")
+    with pytest.raises(pyge.PlanError, match="'det'.*3 parts"):
+        replan(model, {})
