@@ -11,6 +11,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import pyge
+from pyge.kernels import register
 
 from . import models
 from .conftest import graph_of
@@ -84,3 +85,26 @@ def test_a_partitioned_model_cannot_be_replanned_as_one():
     model = pyge.compile(graph_of("detection"), "cpu")
     with pytest.raises(pyge.PlanError, match="'det'.*3 parts"):
         replan(model, {})
+
+
+@register("PartBoom", domain="pyge.test")
+def _boom(ctx):
+    def fn(xs):
+        raise RuntimeError("boom")
+    return fn
+
+
+def test_a_kernel_error_in_a_static_sub_model_names_the_node_and_the_sub_model():
+    b = pyge.GraphBuilder("err")
+    x = b.input("x", "float32", (3, 4))
+    y = b.op("Neg", [b.op("PartBoom", [b.op("Relu", [b.op("Abs", [x], name="abs")], name="relu")],
+                          name="boom", domain="pyge.test")], name="neg")
+    b.graph.outputs.append(y)
+    b.graph.outputs.append(b.op("NonZero", [x], name="nz"))
+    model = pyge.compile(b.build(), "cpu")
+    assert [p.kind for p in model.submodels] == ["dynamic", "static"]
+    with pytest.raises(pyge.ExecutionError) as err:
+        _in_time(lambda: model.run({"x": np.ones((3, 4), np.float32)}))
+    msg = str(err.value).splitlines()[0]
+    assert "'boom'" in msg or "boom" in msg
+    assert "'err_static_0'" in msg

@@ -45,7 +45,7 @@ def _replays_for_real(executor) -> None:
 
 
 @pytest.mark.parametrize("name, key", [("detection", "det"), ("nonzero_middle", "mid"),
-                                       ("symbolic_batch", "symb")])
+                                       ("symbolic_batch", "symb"), ("control_flow", "cf")])
 @pytest.mark.parametrize("opts", [{}, {"ge.streamMaxParallelNum": "3", "pyge.streamAllocation": "nodes"}],
                          ids=["default", "streams"])
 def test_static_parts_are_captured_and_the_root_runs_eagerly(fake_cuda, name, key, opts):

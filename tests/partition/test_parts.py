@@ -48,7 +48,7 @@ def test_a_bad_lower_limit_is_refused_naming_the_option(raw):
         pyge.compile(graph_of("detection"), "cpu", {"ge.exec.static_model_ops_lower_limit": raw})
 
 
-def test_model_wide_views_cover_every_part():
+def test_model_wide_views_cover_every_part(tmp_path):
     m = pyge.compile(graph_of("detection"), "cpu", {"ge.streamMaxParallelNum": "3",
                                                     "pyge.streamAllocation": "nodes"})
     assert m.num_streams == sum(p.num_streams for p in m.submodels)
@@ -66,6 +66,11 @@ def test_model_wide_views_cover_every_part():
     assert {"nms", "box_mm", "score_sig"} <= set(by_name)
     assert all(by_name[n] == m.stream_of(n) for n in ("nms", "box_mm", "score_sig"))
     assert not any(n.startswith("PartitionedCall") for n in by_name)   # its sub-model's ops instead
+    prof.save_trace(tmp_path / "trace.json")
+    events = json.loads((tmp_path / "trace.json").read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    tids = {e["name"]: e["tid"] for e in events if e.get("ph") == "X"}
+    assert all(tids[n] == m.stream_of(n) for n in ("nms", "box_mm", "score_sig"))
 
 
 @pytest.mark.usefixtures("no_custom_passes")
