@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
+import torch
 
 import pyge
 
@@ -77,3 +78,33 @@ def test_multi_stream_root_with_the_env_switch(monkeypatch):
     feeds = _feeds("det")
     _close(multi.run(feeds), single.run(feeds))
     multi.verify()
+
+
+class _TorchBatch(torch.nn.Module):
+    """A static branch on z [2, 3] and a branch on x [N, 4] whose batch is a torch.export symbol."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 3), torch.nn.Linear(3, 3)
+
+    def forward(self, x, z):
+        s = torch.tanh(torch.sigmoid(self.b(torch.relu(z)))) * 2 + 1
+        return s + torch.relu(self.a(x)).mean(0, keepdim=True)
+
+
+def test_a_torch_export_symbol_is_a_symbolic_batch():
+    torch.manual_seed(0)
+    module = _TorchBatch()
+    z = torch.randn(2, 3)
+    g = pyge.from_torch(module, (torch.randn(5, 4), z), dynamic_shapes=({0: torch.export.Dim("N", min=2, max=64)}, None))
+    model = pyge.compile(g, "cpu")
+    assert [p.kind for p in model.submodels] == ["dynamic", "static"]
+    flat = pyge.compile(g, "cpu", ONE_PART)
+    names = [v.name for v in g.inputs]
+    for n in (2, 3, 9):
+        x = torch.randn(n, 4)
+        feeds = dict(zip(names, (x.numpy(), z.numpy())))
+        [got] = model.run(feeds).values()
+        np.testing.assert_allclose(got, module(x, z).detach().numpy(), rtol=1e-5, atol=1e-6)
+        [ref] = flat.run(feeds).values()
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
