@@ -132,3 +132,19 @@ def test_pyge_streams_prints_each_part(tmp_path, capsys):
     assert main(["streams", str(path), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in doc["submodels"]] == ["det", "det_static_0", "det_static_1"]
+
+
+@pytest.mark.parametrize("streams", ["1", "3"])
+def test_a_sub_models_outputs_stay_valid_after_its_next_run(streams):
+    """What a call node hands the root is the root's: the sub-model's next run does not touch it."""
+    m = pyge.compile(graph_of("detection"), "cpu", {"ge.streamMaxParallelNum": streams,
+                                                    "pyge.streamAllocation": "nodes"})
+    call = m.executor.calls["det_static_0"]
+    a = models.FEEDS["det"](np.random.default_rng(0))["x"]
+    b = models.FEEDS["det"](np.random.default_rng(1))["x"]
+    import torch
+    first = call([torch.from_numpy(a)])
+    kept = [t.clone() for t in first]
+    call([torch.from_numpy(b)])
+    for t, k in zip(first, kept):
+        assert torch.equal(t, k)
