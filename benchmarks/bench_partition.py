@@ -7,7 +7,7 @@ that neither gets a warmer machine; the figures per variant are the median over 
 process's median run and the fastest run of all (on a loaded machine the medians are noise).
 
     python benchmarks/bench_partition.py                         # CPU, results in benchmarks/results/
-    python benchmarks/bench_partition.py --device cuda --out out  # the GPU comparison (gpu_session.sh)
+    python benchmarks/bench_partition.py --device cuda --one-process --out out  # gpu_session.sh
     python benchmarks/bench_partition.py --quick                  # a smoke run
 """
 from __future__ import annotations
@@ -64,24 +64,55 @@ def detection_model(rows: int, width: int, layers: int):
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
 
 
-def worker(args) -> None:
-    """One process: compile the variant, run it, print one JSON line."""
+def _compiled(args, variant: str):
     import pyge
     model = pyge.compile(pyge.load_onnx(detection_model(args.rows, args.width, args.layers)),
-                         args.device, VARIANTS[args.worker])
+                         args.device, VARIANTS[variant])
     x = np.random.default_rng(1).standard_normal((args.rows, args.width)).astype(np.float32)
     for _ in range(args.warmup):
         model.run({"x": x})
-    times = []
-    for _ in range(args.runs):
-        t0 = time.perf_counter()
-        out = model.run({"x": x})        # numpy out: a GPU run has finished when it returns
-        times.append(time.perf_counter() - t0)
+    return model, {"x": x}
+
+
+def _timed(model, feeds) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    out = model.run(feeds)               # numpy out: a GPU run has finished when it returns
+    return time.perf_counter() - t0, float(out["y"])
+
+
+def _record(variant: str, model, times: list[float], y: float) -> dict:
     subs = getattr(model.executor, "subs", {})
-    sub = [f"{p.name} ({p.kind}, {len(p.plan.nodes)} nodes, "
-           f"{getattr(subs.get(p.name, model.executor), 'mode', 'eager')})" for p in model.submodels]
-    print(json.dumps({"variant": args.worker, "median_ms": statistics.median(times) * 1e3,
-                      "min_ms": min(times) * 1e3, "y": float(out["y"]), "parts": sub}))
+    parts = [f"{p.name} ({p.kind}, {len(p.plan.nodes)} nodes, "
+             f"{getattr(subs.get(p.name, model.executor), 'mode', 'eager')})" for p in model.submodels]
+    return {"variant": variant, "median_ms": statistics.median(times) * 1e3,
+            "min_ms": min(times) * 1e3, "y": y, "parts": parts}
+
+
+def worker(args) -> None:
+    """One process: compile the variant, run it, print one JSON line."""
+    model, feeds = _compiled(args, args.worker)
+    times, y = [], 0.0
+    for _ in range(args.runs):
+        t, y = _timed(model, feeds)
+        times.append(t)
+    print(json.dumps(_record(args.worker, model, times, y)))
+
+
+def one_process(args) -> dict[str, list[dict]]:
+    """Both variants in this process, run by run in alternation (--one-process: one start
+    instead of two per round, for a short GPU session); one record per variant and round."""
+    models = {v: _compiled(args, v) for v in VARIANTS}
+    out: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+    for _ in range(args.rounds):
+        times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        ys = {}
+        for i in range(args.runs):
+            for v in (VARIANTS if i % 2 == 0 else list(VARIANTS)[::-1]):
+                t, ys[v] = _timed(*models[v])
+                times[v].append(t)
+        for v in VARIANTS:
+            out[v].append(_record(v, models[v][0], times[v], ys[v]))
+    return out
 
 
 def _one(args, variant: str) -> dict:
@@ -104,6 +135,7 @@ def main(argv=None) -> int:
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--quick", action="store_true", help="2 rounds of 10 runs")
+    p.add_argument("--one-process", action="store_true", help="both variants in this process")
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     p.add_argument("--worker", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -113,7 +145,9 @@ def main(argv=None) -> int:
     if args.quick:
         args.rounds, args.runs, args.warmup = 2, 10, 2
     results: dict[str, list[dict]] = {v: [] for v in VARIANTS}
-    for r in range(args.rounds):
+    if args.one_process:
+        results = one_process(args)
+    for r in range(0 if args.one_process else args.rounds):
         order = list(VARIANTS) if r % 2 == 0 else list(VARIANTS)[::-1]
         for v in order:
             results[v].append(_one(args, v))
@@ -124,8 +158,10 @@ def main(argv=None) -> int:
     cost_best = (best["partitioned"] / best["eager"] - 1) * 100
     lines = [f"bench_partition on {args.device}: x [{args.rows}, {args.width}], {args.layers} layers "
              f"(MatMul+Add+Relu) + boxes/scores heads -> NonMaxSuppression -> Gather -> ReduceSum",
-             f"{args.rounds} rounds x {args.runs} runs (warm-up {args.warmup}), one process per "
-             "variant and round, interleaved; median over rounds of each process's median, and the fastest run of all",
+             f"{args.rounds} rounds x {args.runs} runs (warm-up {args.warmup}), "
+             + ("both variants in one process, run by run in alternation" if args.one_process else
+                "one process per variant and round, interleaved")
+             + "; median over rounds of each round's median, and the fastest run of all",
              f"parts (partitioned): {', '.join(results['partitioned'][0]['parts'])}",
              f"parts (eager):       {', '.join(results['eager'][0]['parts'])}"]
     for v in VARIANTS:
