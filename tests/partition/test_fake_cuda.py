@@ -115,3 +115,23 @@ def test_a_failed_capture_falls_back_to_eager_naming_the_sub_model(fake_cuda, mo
     assert model.submodels[1].capture_error is None
     assert any(failing.name in r.getMessage() and "capture" in r.getMessage() for r in caplog.records)
     assert fake_cuda.violations == []
+
+
+def test_a_multi_stream_root_joins_each_call_without_a_race(fake_cuda, monkeypatch):
+    """ENABLE_DYNAMIC_SHAPE_MULTI_STREAM=1: the root's call nodes sit on streams of their own,
+    so two captured sub-models are replayed from two root streams."""
+    monkeypatch.setenv("ENABLE_DYNAMIC_SHAPE_MULTI_STREAM", "1")
+    opts = {"ge.streamMaxParallelNum": "4", "pyge.streamAllocation": "nodes"}
+    model = pyge.compile(graph_of("detection"), "cuda", opts)
+    root = model.submodels[0]
+    calls = [k for k, names in enumerate(root.streams) if any(n.startswith("PartitionedCall") for n in names)]
+    assert root.num_streams > 1 and len(calls) == 2
+    cpu = pyge.compile(graph_of("detection"), "cpu")
+    for seed in range(3):
+        feeds = models.FEEDS["det"](np.random.default_rng(seed))
+        got, want = model.run(feeds), cpu.run(feeds)
+        _replays_for_real(model.executor)
+        for k in want:
+            np.testing.assert_allclose(np.asarray(got[k]), want[k], rtol=1e-5, atol=1e-5)
+    assert all(model.executor.subs[p.name].mode == "graph" for p in model.submodels[1:])
+    assert fake_cuda.violations == []
