@@ -5,17 +5,22 @@ sub-model was compiled for; a feed that contradicts it is refused naming the inp
 sub-model and the node that reads it (`StaticFeeds`).
 
 Symbolic dims. An input dim named by a symbol (ONNX `dim_param`, a torch.export symbol) takes its size
-from the feed; one symbol names one size, so feeds that give one symbol two sizes cannot be
-resolved and are refused before anything runs, naming the symbol, both feeds and the node of
-the dynamic part that reads the second. (ONNX inference's own "unk__<n>" names are no
-user's symbols: they only say a dim is unknown.)
+from the feed; one symbol names one size, so feeds that give one symbol two sizes do not
+resolve it. Nothing in the dynamic part depends on that (its kernels take their shapes from
+the values), and onnxruntime runs such feeds, so pyge does too: the documented fallback is a
+warning, once per symbol, naming the symbol, both feeds and the node of the dynamic part that
+reads the second (`SymbolBinder`). (ONNX inference's own "unk__<n>" names are no user's
+symbols: they only say a dim is unknown.)
 """
 from __future__ import annotations
 
 import re
+import logging
 from typing import Any, Mapping
 
 from ..errors import InputError
+
+log = logging.getLogger(__name__)
 
 _UNNAMED = re.compile(r"unk__\d+")
 
@@ -37,15 +42,18 @@ class SymbolBinder:
             self.dims += [(v.name, axis, d) for axis, d in enumerate(v.shape)
                           if isinstance(d, str) and not _UNNAMED.fullmatch(d)]
         self.rank = {plan.values[vi].name: len(plan.values[vi].shape or ()) for vi in plan.inputs}
+        self._warned: set[str] = set()
         self.readers: dict[str, str] = {}
         for n in graph.nodes:
             for v in n.all_inputs():
                 self.readers.setdefault(v.name, n.name)
 
-    def check(self, feeds: Mapping[str, Any]) -> None:
-        """InputError if the feeds give one symbol two sizes (other faults: check_feeds')."""
+    def check(self, feeds: Mapping[str, Any]) -> list[str]:
+        """A warning (logged once per symbol) for each symbol the feeds give two sizes; the
+        messages of this call are returned (other faults: check_feeds')."""
+        said: list[str] = []
         if not self.dims or not isinstance(feeds, Mapping):
-            return
+            return said
         seen: dict[str, tuple[int, str]] = {}
         for name, axis, sym in self.dims:
             shape = getattr(feeds.get(name), "shape", None)
@@ -54,10 +62,15 @@ class SymbolBinder:
             size = int(shape[axis])
             first = seen.setdefault(sym, (size, name))
             if first[0] != size:
-                raise InputError(
-                    f"symbolic dim {sym!r} cannot be resolved: it is {first[0]} in feed {first[1]!r} "
-                    f"but {size} in feed {name!r} (axis {axis}), read by node "
-                    f"{self.readers.get(name, '?')!r} of the dynamic part {self.part!r}")
+                msg = (f"symbolic dim {sym!r} is not resolved: it is {first[0]} in feed {first[1]!r} "
+                       f"but {size} in feed {name!r} (axis {axis}), read by node "
+                       f"{self.readers.get(name, '?')!r} of the dynamic part {self.part!r}; running "
+                       "on, each kernel takes its sizes from the values")
+                said.append(msg)
+                if sym not in self._warned:
+                    self._warned.add(sym)
+                    log.warning("%s", msg)
+        return said
 
 
 class StaticFeeds:
