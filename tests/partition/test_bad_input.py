@@ -129,3 +129,13 @@ def test_a_kernel_error_in_a_static_sub_model_names_the_node_and_the_sub_model()
     msg = str(err.value).splitlines()[0]
     assert "'boom'" in msg or "boom" in msg
     assert "'err_static_0'" in msg
+
+
+def test_a_model_that_is_only_a_dynamic_root_is_replanned_as_one_plan():
+    from pyge.replan import replan
+    model = pyge.compile(graph_of("detection"), "cpu", {"ge.exec.static_model_ops_lower_limit": "-1"})
+    assert [p.kind for p in model.submodels] == ["dynamic"]
+    two = replan(model, {"box_mm": 1, "score_mm": 0})
+    assert two.num_streams == 2 and two.stream_of("box_mm") == 1
+    feeds = models.FEEDS["det"](np.random.default_rng(0))
+    np.testing.assert_allclose(two.run(feeds)["picked"], model.run(feeds)["picked"])
