@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Everything a session with a GPU should run, in one call to the device tool, within about
-# 9 minutes (the step timeouts add up to 550 s, under the tool's 600 s per call): the
+# 9.5 minutes (the step timeouts add up to 570 s, under the tool's 600 s per call): the
 # gpu-marked tests (PyTorch's CUDA sanitizer over multi-stream runs among them), the
-# correctness + latency check (issue #5), the policy benchmark against torch (issue #8) and
-# the collectives benchmark on 2 ranks (issue #23). Figures land in $OUT
+# correctness + latency check (issue #5), the policy benchmark against torch (issue #8),
+# the collectives benchmark on 2 ranks (issue #23) and the dynamic-shape partition,
+# captured backbone vs eager (issue #19). Figures land in $OUT
 # (default ./out).
 #
 #   run(command="bash benchmarks/gpu_session.sh", timeout_s=600)
@@ -46,6 +47,9 @@ keep "$OUT/bench" gpu_bench
 # collectives (issue 23): the tensor-parallel block on 2 ranks (torchrun), default plan vs single stream
 timeout 70 python3 benchmarks/bench_collectives.py --rounds 10 --out "$OUT/bench" ${PYGE_SESSION_ARGS:-} 2>&1 | tee -a "$LOG" | tail -8 || failed+=" bench_collectives"
 [ -f "$OUT/bench/bench_collectives.txt" ] && mv "$OUT/bench/bench_collectives.txt" "$OUT/"
+# dynamic shapes (issue 19): a static backbone + NMS head, partitioned (backbone captured into a
+# CUDA graph of its own) vs one eager plan; its txt/json go into gpu_bench_extra.tar.gz
+timeout 20 python3 benchmarks/bench_partition.py --device cuda --one-process --rounds 3 --runs 30 --out "$OUT/bench" ${PYGE_SESSION_ARGS:-} 2>&1 | tee -a "$LOG" | tail -8 || failed+=" bench_partition"
 if [ -n "$(ls -A "$OUT/bench" "$OUT/check" 2>/dev/null)" ]; then
   tar -czf "$OUT/gpu_bench_extra.tar.gz" -C "$OUT" bench check
 fi

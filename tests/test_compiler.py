@@ -18,7 +18,7 @@ GRAPH_ORDER = ["clone", "check_ops", "custom_before_infer_shape", "infer_types",
                "custom_after_infer_shape",
                "fold_constants", "fuse_conv_bn", "fuse_conv_act", "fuse_affine", "fuse_shuffle",
                "fuse_attention", "custom_after_builtin_fusion_pass", "assign_engines",
-               "custom_after_origin_graph_optimize"]
+               "custom_after_origin_graph_optimize", "partition"]
 MODEL_ORDER = ["allocate_streams", "stream_policy", "custom_passes", "renumber_streams",
                "build_plan", "order_collectives", "insert_events", "assign_event_ids",
                "plan_memory", "verify"]

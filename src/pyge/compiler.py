@@ -7,8 +7,10 @@ run once per compiled (sub-)model: stream allocation (GE's chain on engine clust
 stream policy, the stream passes (GE's DAG pass of the automatic mode, then the user's;
 control-flow bodies then follow their node), renumbering, then the plan, one order of its
 collectives, its events, event ids, memory plan and verification.
-Today a graph compiles to one static model; a dynamic-shape partitioner would run the model
-passes once per static sub-model (`run_model_passes` on each sub-model's state).
+The last graph pass is the dynamic-shape partition (passes/partition/): a fully static graph
+compiles to one static model as before; otherwise the model passes run once per part, the
+dynamic root first (on one stream unless ENABLE_DYNAMIC_SHAPE_MULTI_STREAM=1, GE's switch),
+then each static sub-model (`_compile_parts`; docs/dynamic_shapes.md).
 
 These lists are the one statement of the pass order: documentation names passes, not
 positions. Each pass's `requires` / `ensures` are Conditions (passes/conditions.py) that
@@ -38,6 +40,7 @@ from .frontends.onnx_loader import load_onnx
 from .ir.clone import clone_graph
 from .ir.graph import Graph
 from .model import CompiledModel
+from .submodels import make_parts
 from .options import Options, parse_options
 from .passes.conditions import (ACYCLIC, COLLECTIVES_CHAINED, DENSE_STREAMS, ENGINES_ASSIGNED,
                                 EVENT_IDS_DENSE, EVENTS_PLACED, MEMORY_PLANNED, NO_EVENTS_YET,
@@ -50,6 +53,7 @@ from .passes.graph import (check_ops, engines, fold_constants, fuse_affine, fuse
                            fuse_conv_act, fuse_conv_bn, fuse_shuffle, infer_types)
 from .passes.graph import collectives as graph_collectives
 from .passes.memory import planner as memory
+from .passes.partition import PARTITIONED, partition_graph
 from .passes.pipeline import UNCHANGED, CompileState, Pass, PassResult, changed, run_pipeline
 from .passes.policies import apply_policy
 from .passes.policies.defaults import with_default_policy
@@ -62,6 +66,8 @@ from .plan.build import build_plan
 
 log = logging.getLogger(__name__)
 _graph_ids = itertools.count(1)
+# GE's switch: the dynamic part of a dynamic-shape model runs on several streams too.
+MULTI_STREAM_ENV = "ENABLE_DYNAMIC_SHAPE_MULTI_STREAM"
 
 # -- the passes as functions of the state (the algorithms live in their own files) --------
 
@@ -106,6 +112,14 @@ def _engines(st: CompileState) -> PassResult:
     before = [n.engine for g in st.graph.all_graphs() for n in g.nodes]
     engines.assign_engines(st.graph)
     return PassResult(before != [n.engine for g in st.graph.all_graphs() for n in g.nodes])
+
+
+def _partition(st: CompileState) -> PassResult:
+    st.partition = partition_graph(st.graph, st.device, st.options["ge.exec.static_model_ops_lower_limit"])
+    if st.partition is None:
+        return UNCHANGED
+    log.debug("dynamic-shape partition of %r:\n%s", st.graph.name, st.partition.describe())
+    return PassResult(True, f"{len(st.partition.statics)} static sub-model(s)")
 
 
 def _streams(st: CompileState) -> PassResult:
@@ -197,6 +211,7 @@ GRAPH_PASSES = [
     stage_pass(CustomPassStage.AFTER_BUILTIN_FUSION_PASS, redo=(_collectives,)),
     Pass("assign_engines", _engines, requires=(OWNED,), ensures=(ENGINES_ASSIGNED,)),
     stage_pass(CustomPassStage.AFTER_ORIGIN_GRAPH_OPTIMIZE, redo=(_collectives, _engines)),
+    Pass("partition", _partition, requires=(ENGINES_ASSIGNED, ACYCLIC), ensures=(PARTITIONED,)),
 ]
 
 STREAM_PASSES = [
@@ -267,6 +282,8 @@ def compile_graph(graph: Graph | str | os.PathLike, device: str | None = None,
     gc.disable()
     try:
         run_graph_passes(st)
+        if st.partition is not None:
+            return _compile_parts(st)
         run_model_passes(st)
     finally:
         if gc_was_enabled:
@@ -275,6 +292,33 @@ def compile_graph(graph: Graph | str | os.PathLike, device: str | None = None,
         st.dumper.built(st.graph, st.plan)
     # st.options: a graph attribute set by a custom graph pass may have overridden an option
     return CompiledModel(st.graph, st.plan, dev, st.options, timings=st.timings)
+
+
+def _root_options(opts: Options, env: Mapping[str, str] = os.environ) -> Options:
+    """The dynamic root's options: one stream, unless GE's switch asks for more streams."""
+    if env.get(MULTI_STREAM_ENV, "").strip() == "1":
+        return opts
+    return opts.merged({"ge.enableSingleStream": "true", "ge.autoMultistreamParallelMode": "None"})
+
+
+def _compile_parts(st: CompileState) -> CompiledModel:
+    """MODEL_PASSES once per part of a dynamic-shape model, root first (so its dumps come
+    first), then each static sub-model in execution order with the compile's own options:
+    its own streams, stream passes, events, memory plan and verification."""
+    part = st.partition
+    graphs = [(part.root, _root_options(st.options))] + [(p.graph, st.options) for p in part.statics]
+    states = [CompileState(graph=g, options=o, device=st.device, graph_id=st.graph_id,
+                           dumper=st.dumper.for_part(g.name) if st.dumper is not None else None)
+              for g, o in graphs]
+    for s in states:
+        run_model_passes(s)
+    if st.dumper is not None:
+        for s in states:
+            s.dumper.built(s.graph, s.plan)
+    root = states[0]
+    parts = make_parts(root.graph, root.plan, [(s.graph.name, s.graph, s.plan) for s in states[1:]])
+    timings = st.timings + [t for s in states for t in s.timings]
+    return CompiledModel(root.graph, root.plan, st.device, st.options, timings=timings, submodels=parts)
 
 
 __all__ = ["compile_graph", "GRAPH_PASSES", "MODEL_PASSES", "PIPELINE", "run_graph_passes",

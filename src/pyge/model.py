@@ -25,6 +25,7 @@ from .passes.graph._match import ORIGINAL_NAMES
 from .passes.verify.checks import verify_plan
 from .plan.plan import LAUNCH, Event, MemoryPlan, Plan
 from .profiling import profile_model
+from .submodels import STATIC, SubModel, flat_view, is_call, make_parts
 
 # Graph metadata key that pyge.from_torch(..., return_torch=True) writes: it travels with the
 # graph through compile, dumps and .pgm files, and makes the model hand over torch tensors.
@@ -85,18 +86,50 @@ def _is_name_list(x: Any) -> bool:
 
 
 class CompiledModel:
-    """A compiled plan plus the graph it was built from, bound to a device."""
+    """A compiled plan plus the graph it was built from, bound to a device.
+
+    A dynamic-shape model (passes/partition/) also holds its parts, `submodels`: `graph` and
+    `plan` are then its dynamic root's, whose call nodes run the static sub-models, and the
+    model-wide views (streams, events, stream_of, num_streams, memory, profile) read
+    `flat_plan`, the parts' plans as one (plan/flatten.py)."""
 
     def __init__(self, graph: Graph, plan: Plan, device: str, options: Options,
-                 timings: list | None = None):
+                 timings: list | None = None, submodels: Sequence[SubModel] | None = None):
         self.graph = graph
         self.plan = plan
         self.device = device
         self.options = options
         self.compile_timings = list(timings or [])
         self.return_torch = graph.metadata.get(RETURN_TORCH_KEY) == "true"
+        self._parts = list(submodels) if submodels else None
+        self._flat = None
         self._executor = None
         self._lock = threading.Lock()
+
+    # -- parts -------------------------------------------------------------------------
+    @property
+    def submodels(self) -> list[SubModel]:
+        """The parts in execution order, root first (submodels.py); a fully static model is
+        one static sub-model, itself."""
+        if self._parts is None:
+            return [SubModel(self.plan.graph_name, STATIC, self.graph, self.plan)]
+        return list(self._parts)
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether the model has a dynamic part (and so its own submodels)."""
+        return self._parts is not None
+
+    def _flat_view(self):
+        if self._flat is None:
+            self._flat = flat_view(self._parts)
+        return self._flat
+
+    @property
+    def flat_plan(self) -> Plan:
+        """Every part's plan as one, with the streams numbered across the parts (for
+        reading; a static model's is its plan)."""
+        return self._flat_view()[0] if self._parts is not None else self.plan
 
     # -- running -----------------------------------------------------------------------
     @property
@@ -104,8 +137,14 @@ class CompiledModel:
         if self._executor is None:
             # Deferred on purpose: executors load torch, which reading a model file or
             # looking at its streams does not need.
-            from .executors import make_executor
-            self._executor = make_executor(self.graph, self.plan, self.device, self.options)
+            if self._parts is not None:
+                from .executors.partitioned import PartitionedExecutor
+                calls = {n.attrs["submodel"]: n.name for n in self.graph.nodes if is_call(n)}
+                self._executor = PartitionedExecutor(self._parts, self._flat_view()[1], calls,
+                                                     self.device, self.options)
+            else:
+                from .executors import make_executor
+                self._executor = make_executor(self.graph, self.plan, self.device, self.options)
         return self._executor
 
     def run(self, feeds: Mapping[str, Any] | Sequence[Any], output_names: Sequence[str] | None = None,
@@ -164,69 +203,70 @@ class CompiledModel:
     def stream_of(self, name: str) -> int:
         """The final stream of node `name`: a root-graph node, a node of a control-flow body
         (its parent's stream), or a source node that fusion merged into another (GE's
-        `_datadump_original_op_names` names it)."""
-        for n in self.plan.nodes:
-            if n.name == name:
-                return n.stream
-        for g in self.graph.all_graphs()[1:]:
-            for n in g.nodes:
-                if n.name == name:
-                    return n.stream_id
-        for g in self.graph.all_graphs():
-            for n in g.nodes:
-                if name in (n.attrs.get(ORIGINAL_NAMES) or ()):
-                    return n.stream_id
+        `_datadump_original_op_names` names it); in a dynamic-shape model, of whichever part
+        holds it, in the model's stream numbering."""
+        for part in self.submodels:
+            s = part.local_stream_of(name)
+            if s is not None:
+                return s + part.stream_offset
         raise KeyError(f"no node named {name!r} in compiled model {self.plan.graph_name!r} "
                        "(nor one fused into another)")
 
     @property
     def num_streams(self) -> int:
-        return self.plan.num_streams
+        return self.flat_plan.num_streams
 
     @property
     def streams(self) -> list[list[str]]:
         """Per stream, its operator nodes' names in execution order."""
-        return [[self.plan.nodes[s.arg].name for s in steps if s.kind == LAUNCH]
-                for steps in self.plan.streams]
+        plan = self.flat_plan
+        return [[plan.nodes[s.arg].name for s in steps if s.kind == LAUNCH]
+                for steps in plan.streams]
 
     @property
     def events(self) -> list[Event]:
-        return list(self.plan.events)
+        return list(self.flat_plan.events)
 
     @property
     def num_event_pairs(self) -> int:
         """Send/Recv pairs: len(model.events)."""
-        return len(self.plan.events)
+        return len(self.flat_plan.events)
 
     @property
     def num_physical_events(self) -> int:
         """Physical event ids the pairs use (ids are reused where lifetimes do not overlap)."""
-        return self.plan.num_physical_events
+        return self.flat_plan.num_physical_events
 
     @property
     def custom_streams(self) -> list[int]:
-        return list(self.plan.custom_streams)
+        return list(self.flat_plan.custom_streams)
 
     @property
     def memory(self) -> MemoryPlan:
-        return self.plan.memory
+        return self.flat_plan.memory
 
     def verify(self) -> None:
-        """Raise VerificationError if a dependency or buffer reuse is unordered across streams."""
-        verify_plan(self.plan)
+        """Raise VerificationError if a dependency or buffer reuse is unordered across
+        streams (in any part)."""
+        for part in self.submodels:
+            verify_plan(part.plan)
 
     def save(self, path) -> None:
         modelfile.save_model(self, path)
 
     def __repr__(self) -> str:
-        return (f"<CompiledModel {self.plan.graph_name!r} on {self.device}: {len(self.plan.nodes)} nodes, "
-                f"{self.num_streams} streams, {len(self.plan.events)} events>")
+        flat = self.flat_plan
+        parts = f" in {len(self._parts)} parts" if self._parts is not None else ""
+        return (f"<CompiledModel {self.plan.graph_name!r} on {self.device}: {len(flat.nodes)} nodes{parts}, "
+                f"{self.num_streams} streams, {len(flat.events)} events>")
 
 
 def load_model(path: str | os.PathLike, device: str | None = None) -> CompiledModel:
     """Read a .pgm file (pyge/modelfile.py) into a CompiledModel, without running any
     compiler pass; `device` overrides the one it was compiled for."""
-    return CompiledModel(*modelfile.read_model(path, device))
+    graph, plan, dev, options, statics = modelfile.read_model(path, device)
+    parts = make_parts(graph, plan, statics) if statics is not None else None
+    return CompiledModel(graph, plan, dev, options, submodels=parts)
 
 
 __all__ = ["CompiledModel", "NodeArg", "feeds_by_name", "load_model", "PygeError"]

@@ -3,7 +3,7 @@
 Layout (all integers little-endian):
 
     magic        8 bytes   b"PYGEMDL\\0"
-    version      uint32    FORMAT_VERSION
+    version      uint32    1; 2 for a dynamic-shape model (its sub-models: modelfile_parts.py)
     header_len   uint64    then header_len bytes of UTF-8 JSON: pyge version, device, options,
                            the plan (values, nodes, streams of steps, events, memory plan,
                            custom streams) and per-graph node info (stream id, engine, control
@@ -40,6 +40,7 @@ from .devices import check_device
 from .errors import ModelFileError, PygeError
 from .frontends.onnx_proto import check_strings, graph_to_model, model_from_proto, sort_graphs
 from .ir.graph import Graph
+from .modelfile_parts import PARTS_VERSION, check_calls, decode_parts, encode_parts, split_body
 from .options import Options, parse_options
 from .modelfile_check import as_index, as_int, check_plan
 from .plan.plan import Buffer, Event, MemoryPlan, Plan, PlanNode, PlanValue, Step
@@ -47,7 +48,7 @@ from .plan.plan import Buffer, Event, MemoryPlan, Plan, PlanNode, PlanValue, Ste
 log = logging.getLogger(__name__)
 
 MAGIC = b"PYGEMDL\0"
-FORMAT_VERSION = 1
+FORMAT_VERSION = PARTS_VERSION   # the newest this reader knows; static models are written as 1
 _PRE = struct.Struct("<8sIQ")     # magic, version, header_len
 _LEN = struct.Struct("<Q")
 _SHA = 32
@@ -66,9 +67,15 @@ def save_model(model, path: str | os.PathLike) -> Path:
         "options": model.options.as_dict(), "plan": _encode(model.plan),
         "node_info": [_node_info(g) for g in _walk(model.graph)],
     }
+    body = _graph_bytes(model.graph)
+    version = 1
+    if model.partitioned:         # modelfile_parts.py: the static sub-models follow the root
+        header["submodels"], blobs = encode_parts(model, _encode, lambda g: [_node_info(x) for x in _walk(g)],
+                                                  _graph_bytes)
+        body = b"".join([body, *blobs])
+        version = PARTS_VERSION
     head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    body = _graph_bytes(model)
-    data = _PRE.pack(MAGIC, FORMAT_VERSION, len(head)) + head + _LEN.pack(len(body)) + body
+    data = _PRE.pack(MAGIC, version, len(head)) + head + _LEN.pack(len(body)) + body
     data += hashlib.sha256(data).digest()
     try:
         fd, tmp = tempfile.mkstemp(prefix=".pgm-", dir=str(p.parent))
@@ -102,13 +109,13 @@ def _umask() -> int:
     return mask
 
 
-def _graph_bytes(model) -> bytes:
-    root = {id(n) for n in model.graph.nodes}
+def _graph_bytes(graph: Graph) -> bytes:
+    root = {id(n) for n in graph.nodes}
     hook = (lambda n: {_STREAM_ATTR: int(n.stream_id)} if id(n) in root else {})
     try:
-        return graph_to_model(model.graph, weights=True, node_hook=hook).SerializeToString()
+        return graph_to_model(graph, weights=True, node_hook=hook).SerializeToString()
     except ValueError as err:  # protobuf refuses messages over 2 GiB
-        raise ModelFileError(f"graph {model.graph.name!r} cannot be written: {err}") from err
+        raise ModelFileError(f"graph {graph.name!r} cannot be written: {err}") from err
 
 
 def _walk(graph) -> list:
@@ -156,22 +163,27 @@ def _jsonable(key: Any, v: Any) -> bool:
 # loading
 
 
-def read_model(path: str | os.PathLike, device: str | None = None) -> tuple[Graph, Plan, str, Options]:
-    """Read a .pgm file: its (graph, plan, device, options), checked and verified, without
-    running any compiler pass (pyge.load_model makes the CompiledModel)."""
+def read_model(path: str | os.PathLike, device: str | None = None) -> tuple[Graph, Plan, str, Options, list | None]:
+    """Read a .pgm file: its (graph, plan, device, options, static sub-models), checked and
+    verified, without running any compiler pass (pyge.load_model makes the CompiledModel).
+    The sub-models are (name, graph, plan) each for a dynamic-shape model, else None."""
     p = Path(path)
     header, body = _split(p, _read(p))
     try:
+        root_body, pieces = split_body(header, body)
         plan = _decode_plan(header["plan"])
-        graph = _decode_graph(body, header["node_info"])
+        graph = _decode_graph(root_body, header["node_info"])
         check_plan(plan, graph)
+        statics = decode_parts(pieces, _decode_plan, _decode_graph, check_plan) if pieces else None
+        if statics is not None:
+            check_calls(graph, plan, statics)
         options = parse_options(header.get("options", {}))
         dev = check_device(device or header.get("device", "cpu"))
     except PygeError as err:
         raise ModelFileError(f"{p}: {err}") from err
     except (IndexError, KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
         raise ModelFileError(f"{p}: inconsistent model file ({type(err).__name__}: {err})") from err
-    return graph, plan, dev, options
+    return graph, plan, dev, options, statics
 
 
 def _read(p: Path) -> bytes:

@@ -129,6 +129,9 @@ _SPEC: dict[str, tuple[Any, str, str]] = {
                               "built-in stream rules on GE's engine clusters (clusters) or pyge's "
                               "per-node rules (nodes)"),
     "ge.exec.enableFusion": (_bool, "true", "constant folding and other node-fusing optimisations"),
+    "ge.exec.static_model_ops_lower_limit": (lambda k, v: _int_range(k, v, -1, (1 << 63) - 1), "4",
+                                             "smallest static sub-model of a dynamic-shape model, in "
+                                             "nodes (-1: none, the whole model runs dynamically)"),
     "pyge.streamPolicy": (lambda k, v: _choice(k, v, STREAM_POLICIES), "ge",
                           "built-in stream policy run after GE's chain: " + ", ".join(STREAM_POLICIES)),
     "pyge.policyFile": (_any_str, "", "JSON file mapping node names to streams, applied as a built-in pass"),

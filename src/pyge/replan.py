@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from .compiler import PLAN_PASSES
+from .errors import PlanError
 from .ir.clone import clone_graph
 from .ir.graph import Graph
 from .model import CompiledModel
@@ -26,7 +27,13 @@ def replan(model: CompiledModel, assign: Assignment, device: str = "cpu",
            options: Mapping[str, str] | None = None) -> CompiledModel:
     """A copy of `model` whose root-graph nodes sit on the streams `assign` gives them
     (a mapping of node name to stream, or a function of the copied graph returning one;
-    unnamed nodes go to stream 0; ids are renumbered densely). The plan is always verified."""
+    unnamed nodes go to stream 0; ids are renumbered densely). The plan is always verified.
+    A dynamic-shape model whose only part is its dynamic root (no static sub-model) is one
+    plan of every node, re-planned like a static one; with static sub-models it is refused."""
+    if getattr(model, "partitioned", False) and len(model.submodels) > 1:
+        raise PlanError(f"replan re-plans one static model; {model.plan.graph_name!r} has dynamic shapes "
+                        f"and {len(model.submodels)} parts (compile it with "
+                        "ge.exec.static_model_ops_lower_limit or re-plan a part's graph)")
     opts = parse_options(dict(options or {}))
     g = clone_graph(model.graph)
     streams = dict(assign(g) if callable(assign) else assign)

@@ -55,6 +55,8 @@ def test_tutorial_code_runs_and_shows_what_it_says(tmp_path, monkeypatch):
     # step 8: the pass chose LoadBalance:4 from the graph's width, one chain per stream
     assert scope["tuned"].options["ge.autoMultistreamParallelMode"] == ("LoadBalance", 4)
     assert scope["tuned"].num_streams == 4
+    # step 9: a dynamic-shape model is one dynamic root and one static sub-model
+    assert [(p.name, p.kind) for p in scope["dyn"].submodels] == [("dyn", "dynamic"), ("dyn_static_0", "static")]
 
 
 ROOT = DOCS.parent

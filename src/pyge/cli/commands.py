@@ -10,6 +10,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -23,11 +24,15 @@ from .table import array_row, human_bytes, key_values, ms, shape_str, table
 
 def _facts(loaded: Loaded) -> dict[str, Any]:
     m = loaded.model
-    return {"model": loaded.source, "device": str(m.device), "nodes": len(m.plan.nodes),
-            "streams": m.num_streams, "custom_streams": len(m.custom_streams),
-            "events": m.num_event_pairs, "physical_events": m.num_physical_events,
-            "peak_bytes": m.memory.peak_bytes, "no_reuse_bytes": m.memory.no_reuse_bytes,
-            "compile_s": loaded.compile_s or None}
+    facts = {"model": loaded.source, "device": str(m.device), "nodes": len(m.flat_plan.nodes),
+             "streams": m.num_streams, "custom_streams": len(m.custom_streams),
+             "events": m.num_event_pairs, "physical_events": m.num_physical_events,
+             "peak_bytes": m.memory.peak_bytes, "no_reuse_bytes": m.memory.no_reuse_bytes,
+             "compile_s": loaded.compile_s or None}
+    if m.partitioned:       # a dynamic-shape model: its parts, root first
+        facts["submodels"] = [{"name": p.name, "kind": p.kind, "streams": p.num_streams,
+                               "first_stream": p.stream_offset} for p in m.submodels]
+    return facts
 
 
 def _facts_rows(f: dict[str, Any]) -> list[tuple[str, str]]:
@@ -36,6 +41,8 @@ def _facts_rows(f: dict[str, Any]) -> list[tuple[str, str]]:
             ("streams", f"{f['streams']}{custom}"),
             ("events", f"{f['events']} Send/Recv pair(s) on {f['physical_events']} physical id(s)"),
             ("memory", f"peak {human_bytes(f['peak_bytes'])} (without reuse {human_bytes(f['no_reuse_bytes'])})")]
+    if f.get("submodels"):
+        rows.append(("parts", ", ".join(f"{p['name']} ({p['kind']})" for p in f["submodels"])))
     if f["compile_s"]:
         rows.append(("compile", ms(f["compile_s"])))
     return rows
@@ -152,21 +159,45 @@ def _output_json(name: str, value) -> dict[str, Any]:
 
 # -- pyge streams -----------------------------------------------------------------------------
 
+def _parts(model) -> list:
+    """What `pyge streams` shows, one entry per part: (part or None, an object with the
+    part's plan and the device, as profiling.report reads it). A static model is one part."""
+    if not model.partitioned:
+        return [(None, model)]
+    return [(p, SimpleNamespace(plan=p.plan, device=model.device)) for p in model.submodels]
+
+
+def _part_title(part, model) -> str:
+    last = part.stream_offset + part.num_streams - 1
+    where = f"model streams {part.stream_offset}..{last}" if last > part.stream_offset \
+        else f"model stream {part.stream_offset}"
+    return f"part {part.name!r} ({part.kind}; its streams are {where})"
+
+
 def cmd_streams(args: argparse.Namespace) -> int:
     from ..profiling.report import streams_json, streams_table
     loaded = obtain_model(args)
+    model = loaded.model
+    parts = _parts(model)
     if args.format == "json":
-        doc = streams_json(loaded.model)
+        doc = streams_json(model if not model.partitioned else SimpleNamespace(plan=model.flat_plan,
+                                                                               device=model.device))
+        if model.partitioned:
+            doc["submodels"] = [{"name": p.name, "kind": p.kind, "stream_offset": p.stream_offset,
+                                 **streams_json(view)} for p, view in parts]
         if args.plan:
-            doc["plan"] = loaded.model.plan.format().splitlines()
+            doc["plan"] = [line for _, view in parts for line in view.plan.format().splitlines()]
         _print_json(doc)
         return 0
     print(key_values(_facts_rows(_facts(loaded))))
-    print()
-    print(streams_table(loaded.model))
-    if args.plan:
+    for part, view in parts:
         print()
-        print(loaded.model.plan.format())
+        if part is not None:
+            print(_part_title(part, model))
+        print(streams_table(view))
+        if args.plan:
+            print()
+            print(view.plan.format())
     return 0
 
 

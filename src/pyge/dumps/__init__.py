@@ -21,6 +21,11 @@ Stages and their levels (a stage is written when its level >= DUMP_GRAPH_LEVEL):
     level 3  PreRunAfterBuild: the built graph with its Send/Recv nodes and event ids, last
 
 DUMP_GRAPH_LEVEL given as text writes the stages whose name contains it (`A|B`: either).
+
+A dynamic-shape model writes the model-pass stages (level 1's stream stages, level 2, level
+3) once per part, root first, as `ge_onnx_<seq>_graph_<id>_<part>_<stage>.pbtxt`; the graph
+passes' stages (InferShapes, FoldConstants, FuseConvBN) run before the partition and are
+written once, for the whole graph, without a part name.
 """
 from __future__ import annotations
 
@@ -58,17 +63,28 @@ def _safe(stage: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", stage)[:160] or "stage"
 
 
-def dump_file_name(seq: int, graph_id: int, stage: str) -> str:
-    return f"ge_onnx_{seq:08d}_graph_{graph_id}_{_safe(stage)}.pbtxt"
+def dump_file_name(seq: int, graph_id: int, stage: str, part: str | None = None) -> str:
+    """The file of a dump; `part` (a dynamic-shape model's sub-model) comes before the stage."""
+    where = f"{_safe(part)}_" if part else ""
+    return f"ge_onnx_{seq:08d}_graph_{graph_id}_{where}{_safe(stage)}.pbtxt"
 
 
 class Dumper:
-    """Writes one compile's dumps. Disabled (every method a no-op) when DUMP_GE_GRAPH is unset."""
+    """Writes one compile's dumps. Disabled (every method a no-op) when DUMP_GE_GRAPH is unset.
 
-    def __init__(self, config: DumpConfig | None, graph_id: int):
+    A dynamic-shape model's parts are compiled one after the other, root first; each gets
+    `for_part(name)`, a Dumper that writes the part's name into its file names and its
+    `pyge.submodel` metadata and adds its files to the same list."""
+
+    def __init__(self, config: DumpConfig | None, graph_id: int, part: str | None = None,
+                 files: list[str] | None = None):
         self.config = config
         self.graph_id = graph_id
-        self.files: list[str] = []   # paths written, in order
+        self.part = part
+        self.files: list[str] = files if files is not None else []   # paths written, in order
+
+    def for_part(self, name: str) -> "Dumper":
+        return Dumper(self.config, self.graph_id, part=name, files=self.files)
 
     @property
     def enabled(self) -> bool:
@@ -109,8 +125,10 @@ class Dumper:
     def _write(self, stage: str, mp, meta: dict[str, str]) -> str:
         meta = dict(meta, **{"pyge.stage": stage, "pyge.graph_id": str(self.graph_id),
                              "pyge.dump_mode": MODE_NAMES[self.config.mode]})
+        if self.part is not None:
+            meta["pyge.submodel"] = self.part
         text = to_text(finish(mp, self.config.mode, meta))
-        path = os.path.join(self.config.folder, dump_file_name(_next_seq(), self.graph_id, stage))
+        path = os.path.join(self.config.folder, dump_file_name(_next_seq(), self.graph_id, stage, self.part))
         try:
             with open(path, "w", encoding="ascii", errors="backslashreplace") as f:
                 f.write(text)

@@ -23,14 +23,16 @@ def check_usable(device: str) -> None:
         cuda._device(device)
 
 
-def make_executor(graph, plan, device: str = "cpu", options=None):
+def make_executor(graph, plan, device: str = "cpu", options=None, calls=None):
+    """The executor for `plan` on `device`. `calls`: the kernels of a dynamic-shape root's
+    call nodes, by sub-model name (executors/partitioned.py; base.build_kernels)."""
     dev = str(device)
     if dev == "cpu":
         if _busy_streams(plan) > 1:
             from .cpu import CpuExecutor
-            return CpuExecutor(graph, plan, "cpu", options)
-        return SequentialExecutor(graph, plan, "cpu", options)
+            return CpuExecutor(graph, plan, "cpu", options, calls=calls)
+        return SequentialExecutor(graph, plan, "cpu", options, calls=calls)
     if dev == "cuda" or dev.startswith("cuda:"):
         from .cuda import CudaExecutor
-        return CudaExecutor(graph, plan, dev, options)
+        return CudaExecutor(graph, plan, dev, options, calls=calls)
     raise OptionError(f"unknown device {device!r}; accepted values: cpu, cuda, cuda:N")

@@ -29,11 +29,23 @@ from ..plan.plan import Plan
 from .interpreter import subgraph_compiler
 
 
-def build_kernels(graph: Graph, plan: Plan, device: Any) -> list:
-    """One run-time function per plan node (plan node i is graph node `plan.nodes[i].name`)."""
+def build_kernels(graph: Graph, plan: Plan, device: Any, calls: Mapping[str, Any] | None = None) -> list:
+    """One run-time function per plan node (plan node i is graph node `plan.nodes[i].name`).
+
+    `calls` (a dynamic-shape model's root: executors/partitioned.py) maps a static
+    sub-model's name to the kernel that runs it; a call node (`pyge.PartitionedCall`, whose
+    attribute `submodel` names it) gets that kernel. Without `calls` a call node has no
+    kernel, as any operator without one."""
     by_name = {n.name: n for n in graph.nodes}
     compile_subgraph = subgraph_compiler(device)
-    return [build_kernel(by_name[pn.name], device, compile_subgraph) for pn in plan.nodes]
+    return [_call_kernel(by_name[pn.name], calls) or build_kernel(by_name[pn.name], device, compile_subgraph)
+            for pn in plan.nodes]
+
+
+def _call_kernel(node, calls: Mapping[str, Any] | None):
+    if not calls or node.op_type != "PartitionedCall" or node.domain != "pyge":
+        return None
+    return calls.get(node.attrs.get("submodel"))
 
 
 def node_descriptions(graph: Graph, plan: Plan) -> list[str]:

@@ -231,12 +231,12 @@ class CpuExecutor:
     name = "cpu"
 
     def __init__(self, graph: Graph, plan: Plan, device: Any = "cpu", options=None,
-                 arena: bool = False):
+                 arena: bool = False, calls=None):
         self.plan = plan
         self.graph = graph
         self.device = device
         merged_order(plan)                       # PlanError now rather than a hang later
-        kernels = build_kernels(graph, plan, device)
+        kernels = build_kernels(graph, plan, device, calls)
         if str(device) == "cpu":
             tune_host_malloc()          # host_memory.py: no page faults on every run
         # arena=True keeps every planned intermediate at its planned offset in one tensor,

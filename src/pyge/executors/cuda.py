@@ -68,13 +68,13 @@ class CudaExecutor:
     name = "cuda"
 
     def __init__(self, graph: Graph, plan: Plan, device: Any = "cuda", options=None,
-                 memory: str = "pool"):
+                 memory: str = "pool", calls=None):
         if memory not in ("pool", "arena"):
             raise OptionError(f"CUDA memory strategy {memory!r}; accepted values: pool, arena")
         self.device = _device(device)
         self.plan, self.graph, self.memory_strategy = plan, graph, memory
         with torch.cuda.device(self.device):
-            kernels = build_kernels(graph, plan, self.device)
+            kernels = build_kernels(graph, plan, self.device, calls)
             self.consts = constants(graph, plan, self.device)
         self.descs = node_descriptions(graph, plan)
         self.none_slot = len(plan.values)

@@ -28,23 +28,8 @@ from typing import Any
 
 import torch
 
+from ..kernels.host_ops import HOST_OPS
 from ..plan.plan import Plan
-
-# Ops whose kernels run host-side control flow, produce data-dependent shapes, read device
-# values on the host or draw random numbers: capture would fail on their device-to-host
-# syncs (or replay the same draws), so plans containing them run eagerly. (Other
-# kernels that sync, e.g. reading a computed shape, make the capture fail; the executor
-# then falls back to eager mode and says why in `capture_error`.)
-HOST_OPS = frozenset({
-    # control flow and data-dependent output shapes
-    "If", "Loop", "Scan", "NonZero", "Unique", "Compress", "NonMaxSuppression",
-    # kernels that read device values on the host (sizes, index ranges, rois, targets)
-    "RoiAlign", "MaxRoiPool", "MaxUnpool", "NegativeLogLikelihoodLoss",
-    "SoftmaxCrossEntropyLoss", "TfIdfVectorizer", "GroupQueryAttention", "SVMClassifier",
-    # random draws: a replay would repeat the captured ones
-    "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli",
-    "Multinomial",
-})
 
 
 def _static_shape(shape) -> bool:

@@ -22,11 +22,11 @@ from .host_memory import tune_host_malloc
 class SequentialExecutor:
     name = "sequential"
 
-    def __init__(self, graph: Graph, plan: Plan, device: Any = "cpu", options=None):
+    def __init__(self, graph: Graph, plan: Plan, device: Any = "cpu", options=None, calls=None):
         self.plan = plan
         self.graph = graph
         self.device = device
-        self.kernels = build_kernels(graph, plan, device)
+        self.kernels = build_kernels(graph, plan, device, calls)
         if str(device) == "cpu":
             tune_host_malloc()          # host_memory.py: no page faults on every run
         self.descs = node_descriptions(graph, plan)

@@ -18,7 +18,7 @@ A float seed is used as the integer it holds (seed=3.0 -> 3); a fractional one b
 of the double, so 1.5 and 1.0 differ.
 
 These ops are never constant-folded (passes/fold_constants._NEVER) and their plans are not
-captured into CUDA graphs (executors/cuda_memory.HOST_OPS): a replayed graph would repeat
+captured into CUDA graphs (kernels/host_ops.HOST_OPS): a replayed graph would repeat
 the captured draw of a seeded generator.
 """
 from __future__ import annotations

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
 
 from ..errors import InvariantError, PassError, PostconditionError, PreconditionError
 from ..ir.graph import Graph
@@ -56,6 +56,7 @@ class CompileState:
     max_stream_id: int = -1                      # largest stream id drawn so far (holes included)
     custom_ids: set[int] = field(default_factory=set)         # ids custom passes drew
     custom_streams: list[int] = field(default_factory=list)   # the same, after renumbering
+    partition: Any = None                        # passes/partition.Partition of a dynamic-shape model
     timings: list[tuple[str, float]] = field(default_factory=list)
     results: list[tuple[str, PassResult]] = field(default_factory=list)
     done: list[Pass] = field(default_factory=list)            # passes run so far, in order

@@ -35,10 +35,16 @@ def _check_counts(runs: Any, warmup: Any) -> tuple[int, int]:
     return r, w
 
 
+def _plan_of(model):
+    """The plan whose node and stream numbers the records use: a dynamic-shape model's flat
+    plan (every part, streams numbered across them: plan/flatten.py), else the model's."""
+    return getattr(model, "flat_plan", None) or model.plan
+
+
 def profile_model(model, feeds: Mapping[str, Any], runs: int = 10, warmup: int = 1) -> Profile:
     """Run `model` warmup + runs times and record each operator's start and end per stream."""
     runs, warmup = _check_counts(runs, warmup)
-    plan = model.plan
+    plan = _plan_of(model)
     executor = model.executor
     if str(model.device).startswith("cuda"):
         from .cuda import profile_cuda

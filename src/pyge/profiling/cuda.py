@@ -95,7 +95,7 @@ class CudaEventHooks:
 
 def _eager(model, executor, feeds, runs: int) -> tuple[list[OpRecord], list[RunRecord]]:
     import torch
-    plan = model.plan
+    plan = getattr(model, "flat_plan", None) or model.plan
     hooks = CudaEventHooks(plan, executor_streams(executor, plan.num_streams))
     records: list[OpRecord] = []
     spans = []
@@ -176,7 +176,7 @@ def _replay(executor, feeds, runs: int) -> tuple[list[OpRecord], list[RunRecord]
 
 
 def _replay_profile(model, executor, feeds, runs: int) -> Profile:
-    plan = model.plan
+    plan = getattr(model, "flat_plan", None) or model.plan
     records, run_records, tracks = _replay(executor, feeds, runs)
     records.sort(key=lambda r: (r.run, r.start))
     return Profile(plan.graph_name, str(model.device), tracks, plan, records, [], run_records,
@@ -188,7 +188,7 @@ def profile_cuda(model, executor, feeds, runs: int, warmup: int) -> Profile:
     for _ in range(warmup):
         executor.run(feeds)
     torch.cuda.synchronize()
-    plan = model.plan
+    plan = getattr(model, "flat_plan", None) or model.plan
     if uses_graph(executor):
         return _replay_profile(model, executor, feeds, runs)
     records, run_records = _eager(model, executor, feeds, runs)

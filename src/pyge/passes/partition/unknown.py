@@ -1,0 +1,108 @@
+"""Which nodes are *unknown* (GE's unknown-shape nodes): they run in the dynamic part.
+
+A node is unknown when
+  - a dimension of one of its inputs or outputs is symbolic (an ONNX `dim_param`, a
+    torch.export symbol: a str in `Value.shape`) or data dependent (None in a known rank:
+    NonZero's row count, a Reshape to a computed shape); sequences and optionals count as
+    dynamic (their length is data). A shape that was never recorded (`Value.shape` None:
+    an operator ONNX inference does not know, such as a user's kernel, and what follows it;
+    most control-flow bodies, whose types infer_types does not record) says nothing either
+    way and does not count: such a model stays static, as it compiled before the partition
+    existed (on cuda its plan then runs eagerly, executors/cuda_memory.graph_blocker);
+  - its operator's output shape depends on input values whatever inference says
+    (kernels/host_ops.DATA_DEPENDENT_OPS, and TopK with a k that is not a constant);
+  - on the target device its kernel runs on the host: on cuda the HOST_OPS (control flow,
+    kernels that read device values, random draws) and string tensors; on cpu every
+    kernel runs on the host, so this rule adds nothing there;
+  - a subgraph of it holds an unknown node (the rules above, applied to the body's nodes).
+A value that nothing reads and that is no graph output does not count.
+Then, as GE does, Constant nodes whose every consumer is unknown go with them.
+
+`unknown_nodes` returns the reason per unknown node (a line for logs and tests).
+"""
+from __future__ import annotations
+
+from ...ir.graph import TENSOR, Graph, Node, Value
+from ...kernels.host_ops import DATA_DEPENDENT_OPS, HOST_OPS
+
+
+def value_reason(v: Value | None) -> str | None:
+    """Why `v`'s size is known not to be fixed at compile time (None: nothing says so)."""
+    if v is None:
+        return None
+    if v.kind != TENSOR:
+        return f"value {v.name!r} is a {v.kind}"
+    for i, d in enumerate(v.shape or ()):
+        if isinstance(d, str):
+            return f"value {v.name!r} has the symbolic dim {d!r} (axis {i})"
+        if not isinstance(d, int) or isinstance(d, bool) or d < 0:
+            return f"value {v.name!r} has a data-dependent dim (axis {i})"
+    return None
+
+
+def _read(graph: Graph) -> set[int]:
+    """Ids of the values some node of `graph` reads (explicitly or inside a body), plus its outputs."""
+    out = {id(v) for v in graph.outputs}
+    for n in graph.nodes:
+        out.update(id(v) for v in n.all_inputs())
+    return out
+
+
+def node_reason(node: Node, device: str, read: set[int]) -> str | None:
+    """Why `node` is unknown on `device` (None: it is known). `read`: ids of values read."""
+    op = node.op_type
+    if not node.domain and op in DATA_DEPENDENT_OPS:
+        return f"{op} has a data-dependent output shape"
+    if not node.domain and op == "TopK" and len(node.inputs) > 1 and node.inputs[1] is not None \
+            and node.inputs[1].const is None:
+        return "TopK takes k as a tensor computed at run time"
+    on_cuda = str(device).startswith("cuda")
+    if on_cuda and not node.domain and op in HOST_OPS:
+        return f"{op} runs on the host on {device}"
+    for v in node.all_inputs():
+        why = value_reason(v)
+        if why is not None:
+            return f"input {why}"
+        if on_cuda and v.dtype == "object":
+            return f"input {v.name!r} is a string tensor (host only)"
+    for v in node.outputs:
+        if id(v) not in read:
+            continue
+        why = value_reason(v)
+        if why is not None:
+            return f"output {why}"
+        if on_cuda and v.dtype == "object":
+            return f"output {v.name!r} is a string tensor (host only)"
+    for body in node.subgraphs:
+        inner = _first_unknown(body, device)
+        if inner is not None:
+            return f"its subgraph {body.name!r} holds an unknown node ({inner})"
+    return None
+
+
+def _first_unknown(body: Graph, device: str) -> str | None:
+    read = _read(body)
+    for n in body.nodes:
+        why = node_reason(n, device, read)
+        if why is not None:
+            return f"node {n.name!r}: {why}"
+    return None
+
+
+def unknown_nodes(graph: Graph, device: str) -> dict[int, str]:
+    """id(node) -> why it is unknown, for the unknown nodes among `graph`'s direct nodes."""
+    read = _read(graph)
+    out: dict[int, str] = {}
+    for n in graph.nodes:
+        why = node_reason(n, device, read)
+        if why is not None:
+            out[id(n)] = why
+    for n in graph.nodes:
+        if n.op_type == "Constant" and not n.domain and id(n) not in out:
+            users = {id(c) for o in n.outputs for c in o.consumers}
+            if users and users <= set(out) and not any(o in graph.outputs for o in n.outputs):
+                out[id(n)] = "a Constant that only unknown nodes read"
+    return out
+
+
+__all__ = ["unknown_nodes", "node_reason", "value_reason"]
