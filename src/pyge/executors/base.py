@@ -128,7 +128,8 @@ def pick(items: list[Any], positions: list[int] | None) -> list[Any]:
 
 
 def outputs_to_numpy(plan: Plan, env_out: list[Any], owned: Any = (),
-                     positions: list[int] | None = None) -> dict[str, Any]:
+                     positions: list[int] | None = None,
+                     owned_keys: frozenset = frozenset()) -> dict[str, Any]:
     """Outputs as numpy arrays, none sharing memory with `owned` (the feeds and the model's
     constants), with a tensor some kernel returns on every run (kernels._util.held: a
     Constant node's value, an If branch's initializer) or with one another: Identity or
@@ -136,8 +137,10 @@ def outputs_to_numpy(plan: Plan, env_out: list[Any], owned: Any = (),
     must not change its feeds, a later output, or what every later run reads. Elements of
     sequence outputs likewise (SequenceConstruct of a feed and a weight). Fresh results are
     not copied. `positions` (select_outputs') picks the outputs to hand over, in that order;
-    `env_out` holds every output."""
+    `env_out` holds every output. `owned_keys`: storage_keys of more owned tensors, taken
+    once (an executor's constants: the same tensors every run)."""
     seen = {_storage(t) for t in owned if isinstance(t, torch.Tensor) and t.device.type == "cpu"}
+    seen.update(owned_keys)
     return {plan.values[vi].name: to_numpy(_unshared(x, seen))
             for vi, x in zip(pick(plan.outputs, positions), pick(env_out, positions))}
 
@@ -165,6 +168,12 @@ def _unshared(x: Any, seen: set[int], device_type: str | None = "cpu") -> Any:
             return x.clone()
         seen.add(key)
     return x
+
+
+def storage_keys(tensors: Any) -> frozenset:
+    """The storages of the CPU tensors among `tensors`, for outputs_to_numpy's owned_keys."""
+    return frozenset(_storage(t) for t in tensors
+                     if isinstance(t, torch.Tensor) and t.device.type == "cpu")
 
 
 def _storage(t: torch.Tensor) -> int:
