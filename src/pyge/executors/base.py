@@ -79,9 +79,7 @@ def check_feeds(graph: Graph, plan: Plan, feeds: Mapping[str, Any]) -> list[Any]
             first = str(err).strip().splitlines()[0] if str(err).strip() else ""
             raise InputError(f"feed {pv.name!r} cannot be converted to an array: "
                              f"{type(err).__name__}{': ' + first if first else ''}") from err
-        dt = str(arr.dtype).replace("torch.", "") if isinstance(arr, torch.Tensor) else str(arr.dtype)
-        if arr.dtype == object or getattr(arr.dtype, "kind", "") in ("U", "S"):
-            dt = "object"
+        dt = _dtype_name(arr.dtype)
         if pv.dtype is not None and dt != pv.dtype:
             raise InputError(f"feed {pv.name!r} has dtype {dt}, expected {pv.dtype}")
         if pv.shape is not None:
@@ -95,8 +93,39 @@ def check_feeds(graph: Graph, plan: Plan, feeds: Mapping[str, Any]) -> list[Any]
     return out
 
 
+_DTYPE_NAMES: dict[Any, str] = {}   # numpy / torch dtype -> pyge's name (str() is slow)
+
+
+def _dtype_name(dtype: Any) -> str:
+    """The dtype's name as plan values spell it ("float32"; every string dtype "object")."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        kind = getattr(dtype, "kind", "")
+        name = "object" if dtype == object or kind in ("U", "S") else str(dtype).replace("torch.", "")
+        if kind not in ("U", "S"):          # one per length: not worth keeping
+            _DTYPE_NAMES[dtype] = name
+    return name
+
+
+# numpy dtypes torch.from_numpy takes as they are (to_torch's general path for the rest)
+_FROM_NUMPY = frozenset(np.dtype(n) for n in (
+    "float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8", "bool",
+    "complex64", "complex128"))
+
+
 def feeds_to_device(arrays: list[Any], device: Any) -> list[Any]:
-    return [to_torch(a, device) for a in arrays]
+    """Feeds as run-time values; a writable, C-contiguous numpy array of a plain dtype
+    becomes a CPU tensor sharing its memory (to_torch's rule, without its checks)."""
+    if str(device) != "cpu":
+        return [to_torch(a, device) for a in arrays]
+    out = []
+    for a in arrays:
+        if a.__class__ is np.ndarray and a.dtype in _FROM_NUMPY and a.flags.writeable \
+                and a.flags.c_contiguous:
+            out.append(torch.from_numpy(a))
+        else:
+            out.append(to_torch(a, device))
+    return out
 
 
 def select_outputs(plan: Plan, output_names: Any) -> list[int] | None:

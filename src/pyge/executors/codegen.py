@@ -5,32 +5,38 @@ the argument list in a comprehension and zipping the results into the value tabl
 torch.fx turns a graph into Python source, `compile_program` writes a program (the steps
 one thread runs: a stream's launches, records and waits) out as the body of a function:
 
-    def pyge_s1_c0(env, job):
+    def pyge_model_p1_c0(env, job):
         flags = job.flags
         ni = -1
         try:
             if not flags[3]: job.wait(3)          # Recv: sleep only if not yet recorded
             if job.aborted: return True           # another stream failed: stop
             ni = 12
-            r = k12([env[4], v9])
+            r = k12([env[4], v9])                 # the kernel: a list in, a list out
             if r.__class__ is not list or len(r) != 1: r = fix(12, r)
             v13 = r[0]
-            if v13.__class__ is not Tensor: check(12, 0, v13)
+            r = None
+            v13.__class__ is Tensor or check(12, 0, v13)
             v9 = None                             # released here (plan's free_after)
+            if job.aborted: return True
+            ni = 13
+            env[14] = d13(v13, env[2])            # a direct kernel (kernels._util.direct)
             job.record(5)                         # Send
             ...
         except Aborted: return True
-        except KeyboardInterrupt as err:      # Ctrl-C in the caller: leave at once
+        except KeyboardInterrupt as err:          # Ctrl-C in the caller: leave at once
             job.fail(ni, 1, err); raise
-        except BaseException as err:          # reported by the caller, naming node ni
+        except BaseException as err:              # reported by the caller, naming node ni
             job.fail(ni, 1, err); return True
+        return False
 
 Values: one that a single program produces, reads and releases (and that is no model
 output) lives in a local variable; every other value goes through the shared table `env`
 (indexed by plan value), where other threads and the caller find it. A kernel's result is
 checked where it is produced: a list of exactly the node's outputs, each of its value's kind
 (a tensor for a tensor value, a list for a sequence), so that a faulty kernel is named, not
-the next node that reads its result. A long program is cut into functions of at most
+the next node that reads its result (pyge's own direct kernels, kernels._util.direct,
+promise a tensor and are not checked). A long program is cut into functions of at most
 `CHUNK` launches (values crossing a cut go through `env`), which keeps compile time linear.
 The source is registered with linecache, so tracebacks through it show the steps.
 """
@@ -214,8 +220,10 @@ def _step_lines(plan: Plan, kind: int, a: int, here: tuple, stream: int, owner, 
     lines = ["if job.aborted: return True"] if abortable else []
     lines += [f"ni = {a}"] + _call_lines(n, kernels[a], ref, here, owner, glb, hooked, stream)
     for pos, vi in enumerate(n.outputs):
-        if kinds[vi] == TENSOR:
-            lines.append(f"if {ref[pos]}.__class__ is not Tensor: check({a}, {pos}, {ref[pos]})")
+        if kinds[vi] == TENSOR and f"d{a}" in glb:
+            continue                 # a direct kernel returns a tensor (kernels._util.direct)
+        if kinds[vi] == TENSOR:      # (an expression, not an `if`: cheaper to compile)
+            lines.append(f"{ref[pos]}.__class__ is Tensor or check({a}, {pos}, {ref[pos]})")
         elif kinds[vi] != ANY:
             lines.append(f"check({a}, {pos}, {ref[pos]})")
     return lines + [f"{_ref(vi, here, owner)} = None" for vi in n.free_after]

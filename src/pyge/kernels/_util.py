@@ -184,8 +184,9 @@ def unary(fn: Callable) -> Callable[[Any], Callable[[list], list]]:
 
 
 def direct(kernel: Callable[[list], list], impl: Callable) -> Callable[[list], list]:
-    """Mark `kernel` as computing exactly [impl(*xs)] on its node's inputs, so that the
-    executors' generated code (executors/codegen.py) may call impl with the inputs as
-    arguments and skip the two lists; returns kernel."""
+    """Mark `kernel` as computing exactly [impl(*xs)] on its node's inputs, where impl
+    returns a torch tensor, so that the executors' generated code (executors/codegen.py) may
+    call impl with the inputs as arguments, skipping the two lists and the check of the
+    result that other kernels get; returns kernel."""
     kernel.direct = impl
     return kernel
