@@ -14,7 +14,7 @@ from pyge.kernels import nn_matmul
 
 ort = pytest.importorskip("onnxruntime")
 
-GEMV_MIN, GEMM_MIN = nn_matmul.PACKED_MIN_WEIGHT
+GEMV_MIN, GEMM_MIN, MANY_MIN = nn_matmul.PACKED_MIN_WEIGHT
 
 
 class _Spy:
@@ -80,24 +80,30 @@ def _check(op: str, k: int, n: int, rows: int, spy, rng, bias=False, trans_b=0) 
 
 @pytest.mark.parametrize("op,bias,trans_b", [("MatMul", False, 0), ("Gemm", True, 0),
                                               ("Gemm", True, 1), ("Gemm", False, 1)])
-@pytest.mark.parametrize("rows", [1, 2, 5])
+@pytest.mark.parametrize("rows", [1, 2, 5, 63, 64, 70])
 def test_both_sides_of_the_boundary_match_onnxruntime(op, bias, trans_b, rows, spy):
     rng = np.random.default_rng(rows * 7 + trans_b + 2 * bias)
-    target = GEMV_MIN if rows == 1 else GEMM_MIN
+    target = GEMV_MIN if rows == 1 else GEMM_MIN if rows < nn_matmul.MANY_ROWS else MANY_MIN
     for k, n in _near(target, rng):
         packed = _check(op, k, n, rows, spy, rng, bias, trans_b)
         assert packed == (k * n >= target), (op, rows, k, n)
 
 
 def test_one_model_switches_path_with_the_row_count(spy):
-    """A weight between the two boundaries: one row takes torch's path, several the packed."""
+    """A weight between the boundaries: one row takes torch's path, several the packed;
+    another, only many rows the packed."""
     rng = np.random.default_rng(5)
-    k, n = 512, 512                     # GEMM_MIN <= 512 * 512 < GEMV_MIN
-    assert GEMM_MIN <= k * n < GEMV_MIN
+    cases = [((512, 512), ((1, False), (3, True), (1, False), (8, True))),    # GEMM_MIN..GEMV_MIN
+             ((256, 320), ((1, False), (8, False), (64, True), (2, False)))]  # MANY_MIN..GEMM_MIN
+    for (k, n), runs in cases:
+        _switches(k, n, runs, rng, spy)
+
+
+def _switches(k: int, n: int, runs, rng, spy) -> None:
     m = _model("MatMul", k, n, rng, bias=False)
     model = pyge.compile(pyge.load_onnx(m), "cpu")
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    for rows, packed in ((1, False), (3, True), (1, False), (8, True)):
+    for rows, packed in runs:
         a = rng.standard_normal((rows, k)).astype(np.float32)
         before = spy.calls
         np.testing.assert_allclose(model.run({"a": a})["y"], sess.run(None, {"a": a})[0],
@@ -116,4 +122,5 @@ def test_the_table():
     assert nn_matmul.packed_wins(1, 1024, 1024) and not nn_matmul.packed_wins(1, 64, 64)
     assert not nn_matmul.packed_wins(1, 512, 512) and nn_matmul.packed_wins(2, 512, 512)
     assert nn_matmul.packed_wins(2, 384, 384) and not nn_matmul.packed_wins(2, 256, 256)
-    assert GEMM_MIN <= GEMV_MIN          # a weight packed for one row is packed for more
+    assert nn_matmul.packed_wins(64, 256, 256) and not nn_matmul.packed_wins(63, 256, 256)
+    assert MANY_MIN <= GEMM_MIN <= GEMV_MIN     # a weight packed for few rows is for more

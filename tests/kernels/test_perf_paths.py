@@ -155,7 +155,7 @@ def linear_spy(monkeypatch):
     monkeypatch.setattr(nn_matmul, "MKLDNN", spy)
     # These small weights would take torch's path by shape (test_gemm_choice.py tests that
     # choice); here every weight takes the packed path, to test its packing and fallbacks.
-    monkeypatch.setattr(nn_matmul, "PACKED_MIN_WEIGHT", (0, 0))
+    monkeypatch.setattr(nn_matmul, "PACKED_MIN_WEIGHT", (0, 0, 0))
     return spy
 
 

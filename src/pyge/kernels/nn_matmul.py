@@ -4,9 +4,9 @@ matmul / addmm.
 
 Which path, by shape. oneDNN's packed call costs a floor of some 14 us a call on the CPU,
 where torch.matmul on a small weight costs 2-6 us (MKL), and wins only once the weight is
-large enough: from about 512x768 elements for one row of A (a GEMV, the batch-1 case) and
-from about 384x384 for two rows or more. `PACKED_MIN_WEIGHT` holds these boundaries: the
-weight's element count K*N from which a product of 1 row, and of 2 or more rows, takes the
+large enough: from about 512x768 elements for one row of A (a GEMV, the batch-1 case), from
+about 384x384 for 2 to 63 rows, and from 256x256 for 64 rows or more. `PACKED_MIN_WEIGHT`
+holds these boundaries: the weight's element count K*N from which a product takes the
 packed path; below it torch's call runs. The rows are counted per call, so one kernel serves
 every batch size. `python benchmarks/bench_small_ops.py --gemm` measures the table on a
 machine (docs/performance.md, "Small operators", has the figures it was read from).
@@ -21,14 +21,16 @@ from .onednn import MKLDNN, PACKED_LINEAR_OK, Derived
 from .registry import register
 
 
-# Smallest weight (K*N elements) taking the packed path: for a product of one row, of more.
-PACKED_MIN_WEIGHT = (512 * 768, 384 * 384)
+# Smallest weight (K*N elements) taking the packed path, for a product of 1 row, of 2-63
+# rows and of 64 rows or more (non-increasing: a weight packed for fewer rows is for more).
+PACKED_MIN_WEIGHT = (512 * 768, 384 * 384, 256 * 256)
+MANY_ROWS = 64
 
 
 def packed_wins(rows: int, k: int, n: int) -> bool:
     """Whether oneDNN's packed product beats torch's for `rows` x K times K x N (the table
     PACKED_MIN_WEIGHT above)."""
-    return k * n >= PACKED_MIN_WEIGHT[0 if rows <= 1 else 1]
+    return k * n >= PACKED_MIN_WEIGHT[0 if rows <= 1 else 1 if rows < MANY_ROWS else 2]
 
 
 @register("MatMul")
@@ -52,15 +54,16 @@ def _packed_linear(ctx, b_index: int, transposed: bool):
             or w.ndim != 2 or w.dtype != np.float32:
         return None
     k, n = (w.shape[1], w.shape[0]) if transposed else w.shape
-    one_row, more_rows = packed_wins(1, k, n), packed_wins(2, k, n)
-    if not (one_row or more_rows):
+    wins = (packed_wins(1, k, n), packed_wins(2, k, n), packed_wins(MANY_ROWS, k, n))
+    if not any(wins):
         return None                 # too small to pay for oneDNN's call at any batch size
     packed = Derived()
 
     def fn(a, b, bias):
         if a.dtype != torch.float32 or a.ndim < 2 or b.dtype != torch.float32 or b.requires_grad:
             return None
-        if not (one_row if a.numel() <= k else more_rows):
+        rows = a.numel() // max(k, 1)
+        if not wins[0 if rows <= 1 else 1 if rows < MANY_ROWS else 2]:
             return None
         # Packed once, for the first call's row count: a packing made for another batch
         # size still runs, on large weights still well ahead of torch.addmm
