@@ -66,6 +66,7 @@ from ..plan.plan import Plan
 from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device,
                    node_descriptions, outputs_to_numpy, select_outputs, storage_keys)
 from .codegen import Aborted, compile_program, local_values, output_kinds, result_checkers
+from .contention import TeamSizer
 from .host_memory import tune_host_malloc
 
 log = logging.getLogger(__name__)
@@ -241,7 +242,8 @@ class CpuExecutor:
         self._checks = result_checkers(plan, self._kinds)
         self._programs: dict[bool, tuple] = {}   # hooked -> (kernels they were made from, programs)
         self.programs(False)
-        forced = parse_options(options)["pyge.intraOpThreads"]
+        self.forced = forced = parse_options(options)["pyge.intraOpThreads"]
+        self._sizer = TeamSizer()
         self.parallelism = average_parallelism(plan)
         budget = torch.get_num_threads()
         self.threads = (intra_op_threads(budget, min(self.parallelism, len(self.busy)), forced)
@@ -321,13 +323,20 @@ class CpuExecutor:
         picked = select_outputs(plan, output_names)
         arrays = check_feeds(self.graph, plan, feeds)
         with self._lock:
+            # forced threads stay; else smaller teams while the machine is busy (contention.py)
+            team = self._sizer.begin(self.threads) if self.threads > 1 and not self.forced \
+                else self.threads
             job = _Job(list(self._env0), len(plan.events), self.busy[1:], hooks,
-                       self.programs(hooks is not None), self.threads, self.side_threads)
+                       self.programs(hooks is not None), team, min(self.side_threads, team or 1))
             env = job.env
             fed = feeds_to_device(arrays, self.device)
             for vi, t in zip(plan.inputs, fed):
                 env[vi] = t
-            self._execute(job)
+            try:
+                self._execute(job)
+            finally:
+                if self.threads > 1 and not self.forced:
+                    self._sizer.end()
             outs = [env[i] for i in plan.outputs]
         return outputs_to_numpy(plan, outs, fed, picked, self._const_keys)
 

@@ -15,9 +15,10 @@ from ..ir.graph import Graph
 from ..options import parse_options
 from ..plan.order import merged_order
 from ..plan.plan import LAUNCH, Plan
-from .base import (build_kernels, check_feeds, constants, feeds_to_device, node_descriptions, outputs_to_numpy, storage_keys,
-                   select_outputs)
+from .base import (build_kernels, check_feeds, constants, feeds_to_device, node_descriptions,
+                   outputs_to_numpy, select_outputs, storage_keys)
 from .codegen import compile_program, local_values, output_kinds, result_checkers
+from .contention import TeamSizer
 from .host_memory import tune_host_malloc
 
 
@@ -59,9 +60,11 @@ class SequentialExecutor:
         self._checks = result_checkers(plan, self._kinds)
         self._programs: dict[bool, tuple] = {}   # hooked -> (kernels it was made from, program)
         self.program(False)
-        # pyge.intraOpThreads=N (N > 0) holds for the run's thread here too; 0 leaves torch's
-        # setting alone (one stream: nothing to share the cores with).
+        # pyge.intraOpThreads=N (N > 0) holds for the run's thread here too; 0 takes torch's
+        # setting (one stream: nothing to share the cores with), less while other work
+        # competes for the cores (contention.py).
         self.threads = parse_options(options)["pyge.intraOpThreads"]
+        self._sizer = TeamSizer()
 
     def program(self, hooked: bool):
         """The generated function of the launches (with hooks calls if `hooked`), made at
@@ -76,14 +79,18 @@ class SequentialExecutor:
     def run(self, feeds: Mapping[str, Any], hooks=None, output_names=None) -> dict[str, Any]:
         """Outputs by name (only `output_names`, in that order, when given)."""
         picked = select_outputs(self.plan, output_names)
-        if not self.threads or self.threads == torch.get_num_threads():
-            return self._run(feeds, hooks, picked)
         saved = torch.get_num_threads()
-        torch.set_num_threads(self.threads)
+        # forced, or torch's own setting: smaller while the machine is busy (contention.py)
+        team = self.threads or (self._sizer.begin(saved) if saved > 1 else saved)
         try:
+            if team != saved:
+                torch.set_num_threads(team)
             return self._run(feeds, hooks, picked)
         finally:
-            torch.set_num_threads(saved)
+            if not self.threads and saved > 1:
+                self._sizer.end()
+            if team != saved:
+                torch.set_num_threads(saved)
 
     def _run(self, feeds: Mapping[str, Any], hooks, picked) -> dict[str, Any]:
         plan = self.plan
