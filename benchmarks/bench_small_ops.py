@@ -143,7 +143,8 @@ def gemm_table(a) -> str:
               (1024, 1024), (64, 1024), (1024, 64), (256, 1024), (1024, 256)]
     lines = [f"torch threads {torch.get_num_threads()}; us, median of {a.calls} calls, "
              "interleaved per shape; ratio = packed / matmul (below 1: packed wins)",
-             f"PACKED_MIN_WEIGHT (K*N from which pyge packs) = {PACKED_MIN_WEIGHT} for 1 row / more",
+             f"PACKED_MIN_WEIGHT (K*N from which pyge packs) = {PACKED_MIN_WEIGHT} for 1 row / "
+             "2-63 rows / 64 or more",
              f"{'rows':>5}{'K':>6}{'N':>6}{'matmul':>10}{'packed':>10}{'ratio':>8}  pyge picks"]
     for rows in (1, 2, 4, 16, 64):
         for k, n in shapes:
