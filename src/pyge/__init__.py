@@ -20,10 +20,13 @@ import os as _os
 # cores after a run, which the other stream workers and anything else on the machine pay for.
 # A bounded spin covers the gaps between one run's operators and then sleeps: GNU libgomp
 # (pip's torch) counts spin iterations, Intel/LLVM OpenMP takes milliseconds.
-# `python benchmarks/bench_omp_wait.py` measures all three (docs/performance.md, "OpenMP waits"). Only when
-# the user has set none of these, and only if torch is imported after pyge (OpenMP reads them
-# when it loads): torch is imported lazily, by the first use of a name that needs it, so it
-# always comes after this.
+# `python benchmarks/bench_omp_wait.py` measures all three (docs/performance.md, "OpenMP
+# waits"). Under a core kept busy by other work, any spin hurts (a spinning thread loses the
+# scheduler's credit for sleepers while its team waits for it at every barrier); there the
+# executors shrink their teams instead (executors/contention.py, benchmarks/bench_busy.py).
+# Only when the user has set none of these, and only if torch is imported after pyge (OpenMP
+# reads them when it loads): torch is imported lazily, by the first use of a name that needs
+# it, so it always comes after this.
 if not any(k in _os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")):
     _os.environ["GOMP_SPINCOUNT"] = "10000"
     _os.environ["KMP_BLOCKTIME"] = "1"

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence  # (isinstance on typing's aliases is 3x slower)
+from typing import Any
 
 from . import modelfile
 from .errors import InputError, PygeError

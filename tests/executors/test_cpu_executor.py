@@ -144,7 +144,8 @@ def test_threads_reused_and_setting_restored():
         multi.run(feeds)
     assert threading.active_count() == count          # no thread per run
     assert torch.get_num_threads() == before_threads   # intra-op setting restored
-    workers = list(multi.executor._threads)
+    workers = multi.executor.worker_threads()
+    assert len(workers) == len(multi.executor.busy) - 1
     multi.executor.close()
     for t in workers:
         assert not t.is_alive()

@@ -11,6 +11,8 @@ import pytest
 import pyge
 from pyge.executors.cpu import CpuExecutor
 from pyge.kernels import register
+from pyge.kernels._util import direct
+from pyge.executors.sequential import SequentialExecutor
 
 from .helpers import compile_with_streams
 
@@ -35,6 +37,18 @@ def _test_sleep(ctx):
         time.sleep(SLEEP_S)
         return [xs[0] + 1.0]
     return fn
+
+
+def _direct_raise(x):
+    if FAIL["on"]:
+        raise RuntimeError("direct boom")
+    return x * 1.0
+
+
+@register("TestDirectRaise", domain="pyge.test")
+def _test_direct_raise(ctx):
+    """As TestRaise, but marked direct: the generated code calls it without the lists."""
+    return direct(lambda xs: [_direct_raise(xs[0])], _direct_raise)
 
 
 @register("TestBadFactory", domain="pyge.test")
@@ -165,3 +179,74 @@ def test_kernel_that_cannot_be_prepared_is_named(streams):
         model.run({"x": x})
     FAIL["on"] = False
     np.testing.assert_allclose(model.run({"x": x})["y"], 2 * x)
+
+
+class _Trace:
+    """Hooks as profiling uses them: every call, from whichever thread makes it."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, int, int]] = []
+        self._lock = threading.Lock()
+
+    def _add(self, kind: str, i: int, s: int) -> None:
+        with self._lock:
+            self.calls.append((kind, i, s))
+
+    def before(self, ni, s):
+        self._add("before", ni, s)
+
+    def after(self, ni, s):
+        self._add("after", ni, s)
+
+    def record(self, e, s):
+        self._add("record", e, s)
+
+    def wait(self, e, s):
+        self._add("wait", e, s)
+
+
+@pytest.mark.timeout(20)
+def test_fault_under_hooks_stops_every_stream_promptly():
+    """The hooked generated code (a profiled run) aborts as the plain one does: the failing
+    node is named, the sleeping stream is cut short, its kernel got `before` but no `after`;
+    the next hooked run sees every node once, on its plan stream."""
+    g, streams = _fault_graph()
+    model = compile_with_streams(g, streams)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    trace = _Trace()
+    t0 = time.perf_counter()
+    with pytest.raises(pyge.ExecutionError, match="Boom"):
+        model.executor.run({"x": x}, hooks=trace)
+    assert time.perf_counter() - t0 < 0.5
+    boom = next(n.index for n in model.plan.nodes if n.name == "Boom")
+    assert ("before", boom, 1) in trace.calls
+    assert not any(c[0] == "after" and c[1] == boom for c in trace.calls)
+    FAIL["on"] = False
+    trace = _Trace()
+    out = model.executor.run({"x": x}, hooks=trace)["y"]
+    np.testing.assert_allclose(out, _expected(x, 50), rtol=1e-6)
+    afters = sorted((i, s) for kind, i, s in trace.calls if kind == "after")
+    assert afters == sorted((n.index, n.stream) for n in model.plan.nodes)
+    assert any(c[0] == "wait" for c in trace.calls) and any(c[0] == "record" for c in trace.calls)
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("hooked", [False, True])
+@pytest.mark.parametrize("executor", ["cpu", "sequential"])
+def test_fault_in_a_direct_kernel_is_named(executor, hooked):
+    """A direct kernel (called by the generated code without result lists) that raises is
+    reported at its node, on a side stream the main one waits for, and in the reference."""
+    b = pyge.GraphBuilder("direct_fault")
+    x = b.input("x", "float32", (2, 3))
+    d = b.op("TestDirectRaise", [x], name="D", domain="pyge.test")
+    b.output(b.op("Add", [d, b.op("Relu", [x], name="R")], name="Y"), "y")
+    model = compile_with_streams(b.build(), {"D": 1, "R": 0, "Y": 0})
+    ex = model.executor if executor == "cpu" else \
+        SequentialExecutor(model.graph, model.plan, "cpu", model.options)
+    x = np.ones((2, 3), np.float32)
+    hooks = _Trace() if hooked else None
+    with pytest.raises(pyge.ExecutionError, match=r"'D'.*direct boom") as info:
+        ex.run({"x": x}, hooks=hooks)
+    assert isinstance(info.value.cause, RuntimeError)
+    FAIL["on"] = False
+    np.testing.assert_allclose(ex.run({"x": x}, hooks=hooks)["y"], 2 * x)

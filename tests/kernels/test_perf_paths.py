@@ -1,7 +1,7 @@
 """Fast paths in the kernels give the same values as the plain ones.
 
 Gemm / MatMul with a constant float32 weight run on oneDNN's packed weight
-(nn_matmul._packed_linear); everything else (a weight fed at run time, alpha or beta other than 1,
+(nn_matmul._packed_linear) when the weight is large enough; everything else (a weight fed at run time, alpha or beta other than 1,
 a bias oneDNN cannot take, other dtypes) keeps torch's matmul. Both must give numpy's answer.
 
 Reshape: a copy-requiring 4-D reshape of a channels-last-backed view (the channel shuffle
@@ -153,6 +153,9 @@ def linear_spy(monkeypatch):
         pytest.skip("this torch has no oneDNN linear (torch.ops.mkldnn._linear_pointwise)")
     spy = _CountingMkldnn(nn_matmul.MKLDNN)
     monkeypatch.setattr(nn_matmul, "MKLDNN", spy)
+    # These small weights would take torch's path by shape (test_gemm_choice.py tests that
+    # choice); here every weight takes the packed path, to test its packing and fallbacks.
+    monkeypatch.setattr(nn_matmul, "PACKED_MIN_WEIGHT", (0, 0, 0))
     return spy
 
 

@@ -14,7 +14,8 @@ current, so `torch.cuda.Event.record()` inside before/after lands on that stream
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping   # (isinstance on typing's alias is 3x slower)
+from typing import Any
 
 import numpy as np
 import torch
@@ -79,9 +80,7 @@ def check_feeds(graph: Graph, plan: Plan, feeds: Mapping[str, Any]) -> list[Any]
             first = str(err).strip().splitlines()[0] if str(err).strip() else ""
             raise InputError(f"feed {pv.name!r} cannot be converted to an array: "
                              f"{type(err).__name__}{': ' + first if first else ''}") from err
-        dt = str(arr.dtype).replace("torch.", "") if isinstance(arr, torch.Tensor) else str(arr.dtype)
-        if arr.dtype == object or getattr(arr.dtype, "kind", "") in ("U", "S"):
-            dt = "object"
+        dt = _dtype_name(arr.dtype)
         if pv.dtype is not None and dt != pv.dtype:
             raise InputError(f"feed {pv.name!r} has dtype {dt}, expected {pv.dtype}")
         if pv.shape is not None:
@@ -95,8 +94,39 @@ def check_feeds(graph: Graph, plan: Plan, feeds: Mapping[str, Any]) -> list[Any]
     return out
 
 
+_DTYPE_NAMES: dict[Any, str] = {}   # numpy / torch dtype -> pyge's name (str() is slow)
+
+
+def _dtype_name(dtype: Any) -> str:
+    """The dtype's name as plan values spell it ("float32"; every string dtype "object")."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        kind = getattr(dtype, "kind", "")
+        name = "object" if dtype == object or kind in ("U", "S") else str(dtype).replace("torch.", "")
+        if kind not in ("U", "S"):          # one per length: not worth keeping
+            _DTYPE_NAMES[dtype] = name
+    return name
+
+
+# numpy dtypes torch.from_numpy takes as they are (to_torch's general path for the rest)
+_FROM_NUMPY = frozenset(np.dtype(n) for n in (
+    "float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8", "bool",
+    "complex64", "complex128"))
+
+
 def feeds_to_device(arrays: list[Any], device: Any) -> list[Any]:
-    return [to_torch(a, device) for a in arrays]
+    """Feeds as run-time values; a writable, C-contiguous numpy array of a plain dtype
+    becomes a CPU tensor sharing its memory (to_torch's rule, without its checks)."""
+    if str(device) != "cpu":
+        return [to_torch(a, device) for a in arrays]
+    out = []
+    for a in arrays:
+        if a.__class__ is np.ndarray and a.dtype in _FROM_NUMPY and a.flags.writeable \
+                and a.flags.c_contiguous:
+            out.append(torch.from_numpy(a))
+        else:
+            out.append(to_torch(a, device))
+    return out
 
 
 def select_outputs(plan: Plan, output_names: Any) -> list[int] | None:
@@ -128,7 +158,8 @@ def pick(items: list[Any], positions: list[int] | None) -> list[Any]:
 
 
 def outputs_to_numpy(plan: Plan, env_out: list[Any], owned: Any = (),
-                     positions: list[int] | None = None) -> dict[str, Any]:
+                     positions: list[int] | None = None,
+                     owned_keys: frozenset = frozenset()) -> dict[str, Any]:
     """Outputs as numpy arrays, none sharing memory with `owned` (the feeds and the model's
     constants), with a tensor some kernel returns on every run (kernels._util.held: a
     Constant node's value, an If branch's initializer) or with one another: Identity or
@@ -136,10 +167,24 @@ def outputs_to_numpy(plan: Plan, env_out: list[Any], owned: Any = (),
     must not change its feeds, a later output, or what every later run reads. Elements of
     sequence outputs likewise (SequenceConstruct of a feed and a weight). Fresh results are
     not copied. `positions` (select_outputs') picks the outputs to hand over, in that order;
-    `env_out` holds every output."""
+    `env_out` holds every output. `owned_keys`: storage_keys of more owned tensors, taken
+    once (an executor's constants: the same tensors every run)."""
     seen = {_storage(t) for t in owned if isinstance(t, torch.Tensor) and t.device.type == "cpu"}
-    return {plan.values[vi].name: to_numpy(_unshared(x, seen))
+    seen.update(owned_keys)
+    return {plan.values[vi].name: _host(_unshared(x, seen))
             for vi, x in zip(pick(plan.outputs, positions), pick(env_out, positions))}
+
+
+def _host(x: Any) -> Any:
+    """to_numpy(x), a plain tensor's numpy() first: numpy() refuses every tensor that
+    to_numpy must treat before (bfloat16 and other types numpy lacks, a conj or neg bit, one
+    that requires grad, one on another device), and it is the common case's whole cost."""
+    if x.__class__ is torch.Tensor:
+        try:
+            return x.numpy()
+        except (TypeError, RuntimeError):
+            pass
+    return to_numpy(x)
 
 
 def unshared(outs: list[Any], owned: Any = ()) -> list[Any]:
@@ -165,6 +210,12 @@ def _unshared(x: Any, seen: set[int], device_type: str | None = "cpu") -> Any:
             return x.clone()
         seen.add(key)
     return x
+
+
+def storage_keys(tensors: Any) -> frozenset:
+    """The storages of the CPU tensors among `tensors`, for outputs_to_numpy's owned_keys."""
+    return frozenset(_storage(t) for t in tensors
+                     if isinstance(t, torch.Tensor) and t.device.type == "cpu")
 
 
 def _storage(t: torch.Tensor) -> int:

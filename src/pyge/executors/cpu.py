@@ -3,7 +3,17 @@
 Threads. The caller's thread runs the first busy stream; one daemon thread per other busy
 stream is started at the first run and reused by every later run (a job per run is put on
 each worker's queue). Workers hold no reference to the executor, so dropping the model
-stops them (weakref.finalize).
+stops them (weakref.finalize). Each stream's steps run as generated straight-line code
+(codegen.py), compiled when the executor is made (the hooked variant at the first run
+with hooks).
+
+Interruption. A KeyboardInterrupt in the caller (Ctrl-C while its stream waits or runs)
+aborts the run and is re-raised at once, without waiting for the other streams. A worker
+still inside a kernel then cannot be stopped (Python cannot stop a thread): it is
+abandoned, it leaves as soon as that kernel returns, and the next run starts a fresh worker
+for its stream instead of queueing behind it. An executor with an arena (fixed buffers
+that the abandoned kernel may still write) fails the next run instead, naming the node
+still running, until that kernel has returned.
 
 Events. Each run gets a fresh `_Job`: the value table, one flag per logical event and one
 Condition. RECORD sets a flag and wakes waiters; WAIT returns at once if the flag is set,
@@ -36,8 +46,10 @@ slows even the single-stream runs of the same process. `benchmarks/bench_omp_wai
 """
 from __future__ import annotations
 
+import logging
 import math
 import queue
+import sys
 import threading
 import weakref
 from typing import Any, Mapping
@@ -50,33 +62,36 @@ from ..errors import ExecutionError, PygeError
 from ..ir.graph import Graph
 from ..options import parse_options
 from ..plan.order import merged_order
-from ..plan.plan import LAUNCH, RECORD, Plan
+from ..plan.plan import Plan
 from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device,
-                   node_descriptions, outputs_to_numpy, select_outputs, stream_tables)
+                   node_descriptions, outputs_to_numpy, select_outputs, storage_keys)
+from .codegen import Aborted, compile_program, local_values, output_kinds, result_checkers
+from .contention import TeamSizer
 from .host_memory import tune_host_malloc
 
+log = logging.getLogger(__name__)
+
 _WAIT_SLICE_S = 0.5      # longest single sleep of a waiter before it re-checks the abort flag
-
-
-class _Aborted(Exception):
-    """Raised inside a stream when another stream failed; never leaves the executor."""
+_EXIT_JOIN_S = 5.0       # how long interpreter exit waits for an idle worker to leave
+_ABANDONED_JOIN_S = 0.2  # ... and for one abandoned inside a kernel
 
 
 class _Job:
     """Everything one run shares between its stream threads."""
 
-    __slots__ = ("env", "flags", "cond", "aborted", "error", "pending", "hooks", "threads",
-                 "side_threads")
+    __slots__ = ("env", "flags", "cond", "aborted", "error", "live", "hooks", "threads",
+                 "side_threads", "progs")
 
-    def __init__(self, nslots: int, nevents: int, nworkers: int, hooks, threads: int,
-                 side_threads: int = 0):
-        self.env: list[Any] = [None] * nslots
+    def __init__(self, env: list, nevents: int, workers: list[int], hooks, progs: dict,
+                 threads: int, side_threads: int = 0):
+        self.env = env
         self.flags = [False] * nevents
         self.cond = threading.Condition(threading.Lock())
         self.aborted = False
         self.error: tuple[int, int, BaseException] | None = None   # (node, stream, cause)
-        self.pending = nworkers
+        self.live = set(workers)            # worker streams that have not finished this job
         self.hooks = hooks
+        self.progs = progs                  # stream -> generated program (codegen.py)
         self.threads = threads              # intra-op threads of the main stream (0: leave)
         self.side_threads = side_threads    # ... and of every side stream
 
@@ -89,7 +104,7 @@ class _Job:
         with self.cond:
             while not self.flags[e]:
                 if self.aborted:
-                    raise _Aborted
+                    raise Aborted
                 self.cond.wait(_WAIT_SLICE_S)
 
     def fail(self, node: int, stream: int, err: BaseException) -> None:
@@ -105,97 +120,65 @@ class _Job:
             self.aborted = True
             self.cond.notify_all()
 
-    def worker_done(self) -> None:
+    def worker_done(self, stream: int) -> None:
         with self.cond:
-            self.pending -= 1
+            self.live.discard(stream)
             self.cond.notify_all()
 
 
-def _run_stream(prog: list[tuple], job: _Job, stream: int, main: bool = True) -> None:
-    """Run one stream's steps. Hot loop: one tuple per step, no attribute lookups per op."""
-    env, flags = job.env, job.flags
+def _run_stream(job: _Job, stream: int, main: bool) -> None:
+    """Run one stream's program of `job` on this thread, with the stream's intra-op threads."""
     want = job.threads if main else job.side_threads
     if want and torch.get_num_threads() != want:
         torch.set_num_threads(want)
-    if job.hooks is not None:
-        return _run_stream_hooked(prog, job, stream)
-    ni = -1
     try:
-        for kind, a, fn, ins, outs, frees in prog:
-            if kind == LAUNCH:
-                if job.aborted:
-                    return
-                ni = a
-                res = fn([env[i] for i in ins])
-                for vi, r in zip(outs, res):
-                    env[vi] = r
-                for vi in frees:
-                    env[vi] = None
-            elif kind == RECORD:
-                job.record(a)
-            elif not flags[a]:
-                job.wait(a)
-    except _Aborted:
-        return
-    except BaseException as err:  # noqa: BLE001 - reported by the caller, naming the node
-        job.fail(ni, stream, err)
+        job.progs[stream](job.env, job)
+    except KeyboardInterrupt:
+        if main:                # the caller's Ctrl-C: leave now (already recorded as the failure)
+            raise
 
 
-def _run_stream_hooked(prog: list[tuple], job: _Job, stream: int) -> None:
-    env, flags, hooks = job.env, job.flags, job.hooks
-    on_record = getattr(hooks, "record", None)
-    on_wait = getattr(hooks, "wait", None)
-    ni = -1
-    try:
-        for kind, a, fn, ins, outs, frees in prog:
-            if kind == LAUNCH:
-                if job.aborted:
-                    return
-                ni = a
-                args = [env[i] for i in ins]
-                hooks.before(a, stream)
-                res = fn(args)
-                hooks.after(a, stream)
-                for vi, r in zip(outs, res):
-                    env[vi] = r
-                for vi in frees:
-                    env[vi] = None
-            elif kind == RECORD:
-                job.record(a)
-                if on_record is not None:
-                    on_record(a, stream)
-            else:
-                if not flags[a]:
-                    job.wait(a)
-                if on_wait is not None:
-                    on_wait(a, stream)
-    except _Aborted:
-        return
-    except BaseException as err:  # noqa: BLE001
-        job.fail(ni, stream, err)
-
-
-def _worker_main(prog: list[tuple], stream: int, jobs: "queue.SimpleQueue[_Job | None]") -> None:
+def _worker_main(stream: int, jobs: "queue.SimpleQueue[_Job | None]") -> None:
     while True:
-        job = jobs.get()          # idle between runs; a None job means the model is gone
+        job = jobs.get()          # idle between runs; a None job means: leave
         if job is None:
             return
         try:
-            _run_stream(prog, job, stream, main=False)
+            _run_stream(job, stream, main=False)
         finally:
-            job.worker_done()
+            job.worker_done(stream)
             del job               # hold none of the run's values while idle
 
 
-def _stop_workers(queues: list, threads: list) -> None:
+def _stop_workers(workers: dict, abandoned: list) -> None:
     """Ask every worker to leave and wait for it. Also runs at interpreter exit (finalize's
-    atexit), so no worker is still inside torch when the C++ runtime shuts down."""
-    for q in queues:
+    atexit), so no idle worker is still inside torch when the C++ runtime shuts down; one
+    abandoned inside a kernel is given a moment only."""
+    for q, _ in workers.values():
         q.put(None)
     me = threading.current_thread()
-    for t in threads:
+    for _, t in workers.values():
         if t is not me:
-            t.join(timeout=5)
+            t.join(timeout=_EXIT_JOIN_S)
+    workers.clear()
+    for t, _ in abandoned:
+        if t is not me:
+            t.join(timeout=_ABANDONED_JOIN_S)
+    abandoned.clear()
+
+
+def busy_node(thread: threading.Thread) -> int:
+    """The plan node a thread's generated program is running (-1 if none is seen): read from
+    the thread's frames, so the programs pay nothing for it."""
+    frame = sys._current_frames().get(thread.ident)    # noqa: SLF001 - an error path only
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<pyge generated"):
+            try:
+                return int(frame.f_locals.get("ni", -1))
+            except (TypeError, ValueError):
+                return -1
+        frame = frame.f_back
+    return -1
 
 
 def average_parallelism(plan: Plan) -> float:
@@ -245,23 +228,22 @@ class CpuExecutor:
         self.arena = Arena(plan, torch.device("cpu")) if arena else None
         if self.arena is not None:
             kernels = [_placing(k, tuple(n.outputs), self.arena) for k, n in zip(kernels, plan.nodes)]
+        self.kernels = kernels
         self.descs = node_descriptions(graph, plan)
         self.consts = constants(graph, plan, device)
-        self.none_slot = len(plan.values)
-        _, ins = stream_tables(plan)
-        self.programs = []
-        for steps in plan.streams:
-            prog = []
-            for st in steps:
-                if st.kind == LAUNCH:
-                    n = plan.nodes[st.arg]
-                    prog.append((LAUNCH, st.arg, kernels[st.arg], ins[st.arg], tuple(n.outputs),
-                                 tuple(n.free_after)))
-                else:
-                    prog.append((st.kind, st.arg, None, (), (), ()))
-            self.programs.append(prog)
-        self.busy = [s for s, prog in enumerate(self.programs) if prog]
-        forced = parse_options(options)["pyge.intraOpThreads"]
+        self._const_keys = storage_keys(self.consts.values())     # constants: the same every run
+        self._env0: list[Any] = [None] * len(plan.values)         # a run's table starts as this
+        for vi, t in self.consts.items():
+            self._env0[vi] = t
+        self.busy = [s for s, steps in enumerate(plan.streams) if steps]
+        self._steps = [[(st.kind, st.arg) for st in steps] for steps in plan.streams]
+        self._owner = local_values(plan, self._steps)
+        self._kinds = output_kinds(plan)
+        self._checks = result_checkers(plan, self._kinds)
+        self._programs: dict[bool, tuple] = {}   # hooked -> (kernels they were made from, programs)
+        self.programs(False)
+        self.forced = forced = parse_options(options)["pyge.intraOpThreads"]
+        self._sizer = TeamSizer()
         self.parallelism = average_parallelism(plan)
         budget = torch.get_num_threads()
         self.threads = (intra_op_threads(budget, min(self.parallelism, len(self.busy)), forced)
@@ -269,29 +251,70 @@ class CpuExecutor:
         self.side_threads = (side_threads(budget, self.threads, len(self.busy) - 1, forced)
                              if len(self.busy) > 1 else 0)
         self._lock = threading.Lock()
-        self._queues: list | None = None
-        self._threads: list[threading.Thread] = []
+        # stream -> (queue, thread) of its live worker; (thread, stream) of abandoned ones.
+        # The finalizer holds these two containers, not the executor.
+        self._workers: dict[int, tuple] = {}
+        self._abandoned: list[tuple[threading.Thread, int]] = []
+        self._finalizer = weakref.finalize(self, _stop_workers, self._workers, self._abandoned)
+
+    def programs(self, hooked: bool) -> dict:
+        """Per busy stream, its generated function (with hooks calls if `hooked`), made at
+        first need and again if `kernels` was replaced."""
+        made = self._programs.get(hooked)
+        if made is None or made[0] is not self.kernels:
+            made = self._programs[hooked] = (self.kernels, {
+                s: compile_program(self.plan, self._steps[s], s, s, self.kernels, self._owner,
+                                   self._kinds, self._checks, hooked=hooked)
+                for s in self.busy})
+        return made[1]
 
     # -- workers -----------------------------------------------------------------------
-    def _start_workers(self) -> None:
-        if self._queues is not None:
-            self._finalizer()     # a worker died: stop the survivors, start a fresh set
-        self._queues, self._threads = [], []
+    def _ensure_workers(self) -> None:
+        """A live worker for every side stream: the first run starts them; later runs
+        replace one that died or was abandoned inside a kernel by an interrupted run."""
+        self._abandoned[:] = [(t, s) for t, s in self._abandoned if t.is_alive()]
+        if self.arena is not None and self._abandoned:
+            t, s = self._abandoned[0]
+            ni = busy_node(t)
+            what = self.descs[ni] if ni >= 0 else f"a node of stream {s}"
+            raise ExecutionError(f"stream {s} of {self.plan.graph_name!r}", RuntimeError(
+                f"{what} of an interrupted run is still running and may still write this "
+                f"executor's arena; run again once it has returned"))
         for s in self.busy[1:]:
+            w = self._workers.get(s)
+            if w is not None and w[1].is_alive():
+                continue
             q: queue.SimpleQueue = queue.SimpleQueue()
-            t = threading.Thread(target=_worker_main, args=(self.programs[s], s, q),
-                                 name=f"pyge-{self.plan.graph_name}-s{s}", daemon=True)
+            t = threading.Thread(target=_worker_main, args=(s, q), daemon=True,
+                                 name=f"pyge-{self.plan.graph_name}-s{s}")
             t.start()
-            self._queues.append(q)
-            self._threads.append(t)
-        self._finalizer = weakref.finalize(self, _stop_workers, list(self._queues), list(self._threads))
+            self._workers[s] = (q, t)
+
+    def _abandon(self, job: _Job) -> None:
+        """After an interrupted run: workers still inside `job` leave when their kernel
+        returns, and their streams get fresh workers at the next run."""
+        with job.cond:
+            live = sorted(job.live)
+        for s in live:
+            w = self._workers.pop(s, None)
+            if w is None:
+                continue
+            q, t = w
+            q.put(None)
+            self._abandoned.append((t, s))
+            ni = busy_node(t)
+            log.warning("%s: stream %d is still running %s of an interrupted run; the next "
+                        "run uses a fresh worker", self.plan.graph_name, s,
+                        self.descs[ni] if ni >= 0 else "a kernel")
+
+    def worker_threads(self) -> list[threading.Thread]:
+        """The live stream workers, in stream order (none before the first run)."""
+        return [self._workers[s][1] for s in sorted(self._workers)]
 
     def close(self) -> None:
         """Stop the worker threads (they are also stopped when the executor is collected)."""
         with self._lock:
-            if self._queues is not None:
-                self._finalizer()
-                self._queues = None
+            _stop_workers(self._workers, self._abandoned)
 
     # -- running -----------------------------------------------------------------------
     def run(self, feeds: Mapping[str, Any], hooks=None, output_names=None) -> dict[str, Any]:
@@ -300,38 +323,44 @@ class CpuExecutor:
         picked = select_outputs(plan, output_names)
         arrays = check_feeds(self.graph, plan, feeds)
         with self._lock:
-            job = _Job(self.none_slot + 1, len(plan.events), len(self.busy) - 1 if self.busy else 0,
-                       hooks, self.threads, self.side_threads)
+            # forced threads stay; else smaller teams while the machine is busy (contention.py)
+            team = self._sizer.begin(self.threads) if self.threads > 1 and not self.forced \
+                else self.threads
+            job = _Job(list(self._env0), len(plan.events), self.busy[1:], hooks,
+                       self.programs(hooks is not None), team, min(self.side_threads, team or 1))
             env = job.env
-            for vi, t in self.consts.items():
-                env[vi] = t
             fed = feeds_to_device(arrays, self.device)
             for vi, t in zip(plan.inputs, fed):
                 env[vi] = t
-            self._execute(job)
+            try:
+                self._execute(job)
+            finally:
+                if self.threads > 1 and not self.forced:
+                    self._sizer.end()
             outs = [env[i] for i in plan.outputs]
-        return outputs_to_numpy(plan, outs, [*self.consts.values(), *fed], picked)
+        return outputs_to_numpy(plan, outs, fed, picked, self._const_keys)
 
     def _execute(self, job: _Job) -> None:
         if not self.busy:
             return
-        if len(self.busy) > 1 and (self._queues is None or not all(t.is_alive() for t in self._threads)):
-            self._start_workers()
+        if len(self.busy) > 1:
+            self._ensure_workers()
         saved = torch.get_num_threads()
         try:
-            for q in self._queues or ():
-                q.put(job)
-            _run_stream(self.programs[self.busy[0]], job, self.busy[0])
+            for s in self.busy[1:]:
+                self._workers[s][0].put(job)
+            _run_stream(job, self.busy[0], main=True)
             self._join(job)
         except BaseException:
             job.abort()           # e.g. KeyboardInterrupt in the caller: stop the workers too
+            self._abandon(job)
             raise
         finally:
             if torch.get_num_threads() != saved:
                 torch.set_num_threads(saved)
         if job.error is not None:
             ni, stream, err = job.error
-            if isinstance(err, PygeError) or not isinstance(err, Exception):
+            if isinstance(err, (PygeError, KeyboardInterrupt)):
                 raise err         # ours already name the culprit; KeyboardInterrupt stays one
             desc = self.descs[ni] if ni >= 0 else f"stream {stream}"
             raise ExecutionError(f"{desc} on stream {stream}", err) from err
@@ -339,9 +368,9 @@ class CpuExecutor:
     def _join(self, job: _Job) -> None:
         """Wait for every worker to finish this job (they stop promptly once aborted)."""
         with job.cond:
-            while job.pending:
+            while job.live:
                 job.cond.wait(_WAIT_SLICE_S)
-                if job.pending and not all(t.is_alive() for t in self._threads):
+                if job.live and not all(self._workers[s][1].is_alive() for s in job.live):
                     raise ExecutionError(f"stream worker of {self.plan.graph_name!r}",
                                          RuntimeError("a stream worker thread died"))
 
@@ -352,5 +381,3 @@ def _placing(fn, outs: tuple, arena: Arena):
     def run(args: list) -> list:
         return [place(vi, r) for vi, r in zip(outs, fn(args))]
     return run
-
-

@@ -15,6 +15,7 @@ from ..ir.graph import Graph
 from ..kernels._util import describe, held
 from ..kernels.build import SubgraphCompiler, build_kernel
 from ..kernels.convert import to_numpy, to_torch
+from .codegen import ANY, element_error, results_error, value_kind
 
 
 def subgraph_compiler(device: Any) -> SubgraphCompiler:
@@ -33,27 +34,42 @@ def compile_reference(graph: Graph, device: Any = "cpu") -> Callable[[list, dict
     in_names = [v.name for v in graph.inputs]
     out_names = [v.name for v in graph.outputs]
     plans = []
+    read = {id(v) for n in order for v in (*n.inputs, *(n.implicit_inputs() if n.subgraphs else ()))}
+    read.update(id(v) for v in graph.outputs)
     for n, k in zip(order, kernels):
         names = [v.name if v is not None else None for v in n.inputs]
         names += [v.name for v in n.implicit_inputs()] if n.subgraphs else []
-        plans.append((n, k, names, [o.name for o in n.outputs]))
+        kinds = [value_kind(o.kind, o.dtype) if id(o) in read else ANY for o in n.outputs]
+        plans.append((n, k, names, [o.name for o in n.outputs], kinds))
 
     def run(inputs: list, outer: dict) -> list:
         env = dict(outer)
         env.update(consts)
         env.update(zip(in_names, inputs))
-        for n, k, names, outs in plans:
+        for n, k, names, outs, kinds in plans:
             args = [env[nm] if nm is not None else None for nm in names]
             try:
                 res = k(args)
+                _check(res, outs, kinds)
             except ExecutionError:
                 raise
-            except Exception as err:  # noqa: BLE001 - name the node, keep the cause
+            # SystemExit too: a kernel calling sys.exit() must not end the caller's program
+            except (Exception, SystemExit) as err:  # noqa: BLE001 - name the node, keep the cause
                 raise ExecutionError(describe(n), err) from err
             env.update(zip(outs, res))
         return [env[nm] for nm in out_names]
 
     return run
+
+
+def _check(res: Any, outs: list[str], kinds: list[int]) -> None:
+    """Raise if a kernel's result is not a list of its node's outputs, each of its kind
+    (codegen.value_kind), so that the node is named, not the next one reading the result."""
+    err = results_error(res, len(outs))
+    for x, name, want in zip(res, outs, kinds) if err is None else ():
+        err = err or element_error(x, want, name)
+    if err is not None:
+        raise err
 
 
 def run_reference(graph: Graph, feeds: dict[str, Any], device: Any = "cpu") -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """One thread runs every stream's launches in a merged order that respects every wait.
 
 The reference executor: multi-stream plans run here give the numbers a concurrent run
-must reproduce.
+must reproduce. The launches run as one generated straight-line function (codegen.py),
+compiled when the executor is made (the hooked variant at the first run with hooks).
 """
 from __future__ import annotations
 
@@ -13,10 +14,27 @@ from ..errors import ExecutionError, PygeError
 from ..ir.graph import Graph
 from ..options import parse_options
 from ..plan.order import merged_order
-from ..plan.plan import Plan
-from .base import (build_kernels, check_feeds, constants, feeds_to_device, node_descriptions, outputs_to_numpy,
-                   select_outputs)
+from ..plan.plan import LAUNCH, Plan
+from .base import (build_kernels, check_feeds, constants, feeds_to_device, node_descriptions,
+                   outputs_to_numpy, select_outputs, storage_keys)
+from .codegen import compile_program, local_values, output_kinds, result_checkers
+from .contention import TeamSizer
 from .host_memory import tune_host_malloc
+
+
+class _Solo:
+    """The job of a one-thread run: the generated program's view of it (no events)."""
+
+    __slots__ = ("flags", "aborted", "hooks", "error")
+
+    def __init__(self, hooks):
+        self.flags = ()
+        self.aborted = False
+        self.hooks = hooks
+        self.error: tuple[int, BaseException] | None = None
+
+    def fail(self, node: int, stream: int, err: BaseException) -> None:
+        self.error = (node, err)
 
 
 class SequentialExecutor:
@@ -31,48 +49,62 @@ class SequentialExecutor:
             tune_host_malloc()          # host_memory.py: no page faults on every run
         self.descs = node_descriptions(graph, plan)
         self.consts = constants(graph, plan, device)
+        self._const_keys = storage_keys(self.consts.values())     # constants: the same every run
+        self._env0: list[Any] = [None] * len(plan.values)         # a run's table starts as this
+        for vi, t in self.consts.items():
+            self._env0[vi] = t
         self.order = merged_order(plan)
-        # pyge.intraOpThreads=N (N > 0) holds for the run's thread here too; 0 leaves torch's
-        # setting alone (one stream: nothing to share the cores with).
+        self._steps = [(LAUNCH, ni) for ni in self.order]
+        self._owner = local_values(plan, [self._steps])
+        self._kinds = output_kinds(plan)
+        self._checks = result_checkers(plan, self._kinds)
+        self._programs: dict[bool, tuple] = {}   # hooked -> (kernels it was made from, program)
+        self.program(False)
+        # pyge.intraOpThreads=N (N > 0) holds for the run's thread here too; 0 takes torch's
+        # setting (one stream: nothing to share the cores with), less while other work
+        # competes for the cores (contention.py).
         self.threads = parse_options(options)["pyge.intraOpThreads"]
+        self._sizer = TeamSizer()
+
+    def program(self, hooked: bool):
+        """The generated function of the launches (with hooks calls if `hooked`), made at
+        first need and again if `kernels` was replaced (tests wrap kernels to spy on them)."""
+        made = self._programs.get(hooked)
+        if made is None or made[0] is not self.kernels:
+            made = self._programs[hooked] = (self.kernels, compile_program(
+                self.plan, self._steps, 0, -1, self.kernels, self._owner, self._kinds,
+                self._checks, hooked=hooked, abortable=False))
+        return made[1]
 
     def run(self, feeds: Mapping[str, Any], hooks=None, output_names=None) -> dict[str, Any]:
         """Outputs by name (only `output_names`, in that order, when given)."""
         picked = select_outputs(self.plan, output_names)
-        if not self.threads or self.threads == torch.get_num_threads():
-            return self._run(feeds, hooks, picked)
         saved = torch.get_num_threads()
-        torch.set_num_threads(self.threads)
+        # forced, or torch's own setting: smaller while the machine is busy (contention.py)
+        team = self.threads or (self._sizer.begin(saved) if saved > 1 else saved)
         try:
+            if team != saved:
+                torch.set_num_threads(team)
             return self._run(feeds, hooks, picked)
         finally:
-            torch.set_num_threads(saved)
+            if not self.threads and saved > 1:
+                self._sizer.end()
+            if team != saved:
+                torch.set_num_threads(saved)
 
     def _run(self, feeds: Mapping[str, Any], hooks, picked) -> dict[str, Any]:
         plan = self.plan
         arrays = check_feeds(self.graph, plan, feeds)
-        env: list[Any] = [None] * len(plan.values)
-        for vi, t in self.consts.items():
-            env[vi] = t
+        env = list(self._env0)
         fed = feeds_to_device(arrays, self.device)
         for vi, t in zip(plan.inputs, fed):
             env[vi] = t
-        for ni in self.order:
-            pn = plan.nodes[ni]
-            args = [env[i] if i >= 0 else None for i in pn.inputs]
-            try:
-                if hooks is not None:
-                    hooks.before(ni, pn.stream)
-                res = self.kernels[ni](args)
-                if hooks is not None:
-                    hooks.after(ni, pn.stream)
-            except PygeError:
-                raise
-            except Exception as err:  # noqa: BLE001 - name the node, keep the cause
-                raise ExecutionError(self.descs[ni], err) from err
-            for vi, r in zip(pn.outputs, res):
-                env[vi] = r
-            for vi in pn.free_after:
-                env[vi] = None
+        job = _Solo(hooks)
+        self.program(hooks is not None)(env, job)
+        if job.error is not None:
+            ni, err = job.error
+            if isinstance(err, PygeError):
+                raise err         # ours already name the culprit
+            raise ExecutionError(self.descs[ni], err) from err
         return outputs_to_numpy(plan, [env[i] for i in plan.outputs],
-                                [*self.consts.values(), *fed], picked)
+                                fed, picked, self._const_keys)

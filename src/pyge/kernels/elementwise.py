@@ -7,7 +7,7 @@ import functools
 import numpy as np
 import torch
 
-from ._util import (FLOAT_TYPES, STRING, is_str, node_error, np_of, onnx_dtype, run_error, scalar,
+from ._util import (FLOAT_TYPES, STRING, direct, is_str, node_error, np_of, onnx_dtype, run_error, scalar,
                     unary, with_np_fallback)
 from .convert import torch_dtype
 from .registry import register
@@ -34,7 +34,7 @@ def _binary(fn):
     def factory(ctx):
         fix = _legacy_broadcast(ctx)
         if fix is None:
-            return lambda xs: [fn(xs[0], xs[1])]
+            return direct(lambda xs: [fn(xs[0], xs[1])], fn)
         return lambda xs: [fn(xs[0], fix(xs[0], xs[1]))]
     return factory
 

@@ -1,20 +1,43 @@
 """MatMul and Gemm. On the CPU a float32 product with a constant 2-D weight runs on oneDNN
-with the weight packed once (onednn.py); everything else is torch's matmul / addmm."""
+with the weight packed once (onednn.py) where that is faster; everything else is torch's
+matmul / addmm.
+
+Which path, by shape. oneDNN's packed call costs a floor of some 14 us a call on the CPU,
+where torch.matmul on a small weight costs 2-6 us (MKL), and wins only once the weight is
+large enough: from about 512x768 elements for one row of A (a GEMV, the batch-1 case), from
+about 384x384 for 2 to 63 rows, and from 256x256 for 64 rows or more. `PACKED_MIN_WEIGHT`
+holds these boundaries: the weight's element count K*N from which a product takes the
+packed path; below it torch's call runs. The rows are counted per call, so one kernel serves
+every batch size. `python benchmarks/bench_small_ops.py --gemm` measures the table on a
+machine (docs/performance.md, "Small operators", has the figures it was read from).
+"""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from ._util import FLOAT_TYPES
+from ._util import FLOAT_TYPES, direct
 from .onednn import MKLDNN, PACKED_LINEAR_OK, Derived
 from .registry import register
+
+
+# Smallest weight (K*N elements) taking the packed path, for a product of 1 row, of 2-63
+# rows and of 64 rows or more (non-increasing: a weight packed for fewer rows is for more).
+PACKED_MIN_WEIGHT = (512 * 768, 384 * 384, 256 * 256)
+MANY_ROWS = 64
+
+
+def packed_wins(rows: int, k: int, n: int) -> bool:
+    """Whether oneDNN's packed product beats torch's for `rows` x K times K x N (the table
+    PACKED_MIN_WEIGHT above)."""
+    return k * n >= PACKED_MIN_WEIGHT[0 if rows <= 1 else 1 if rows < MANY_ROWS else 2]
 
 
 @register("MatMul")
 def matmul(ctx):
     linear = _packed_linear(ctx, 1, False)
     if linear is None:
-        return lambda xs: [torch.matmul(xs[0], xs[1])]
+        return direct(lambda xs: [torch.matmul(xs[0], xs[1])], torch.matmul)
 
     def fn(xs):
         y = linear(xs[0], xs[1], None)
@@ -30,10 +53,17 @@ def _packed_linear(ctx, b_index: int, transposed: bool):
     if not PACKED_LINEAR_OK or torch.device(ctx.device).type != "cpu" or w is None \
             or w.ndim != 2 or w.dtype != np.float32:
         return None
+    k, n = (w.shape[1], w.shape[0]) if transposed else w.shape
+    wins = (packed_wins(1, k, n), packed_wins(2, k, n), packed_wins(MANY_ROWS, k, n))
+    if not any(wins):
+        return None                 # too small to pay for oneDNN's call at any batch size
     packed = Derived()
 
     def fn(a, b, bias):
         if a.dtype != torch.float32 or a.ndim < 2 or b.dtype != torch.float32 or b.requires_grad:
+            return None
+        rows = a.numel() // max(k, 1)
+        if not wins[0 if rows <= 1 else 1 if rows < MANY_ROWS else 2]:
             return None
         # Packed once, for the first call's row count: a packing made for another batch
         # size still runs, on large weights still well ahead of torch.addmm
