@@ -22,7 +22,6 @@ from . import modelfile
 from .errors import InputError, PygeError
 from .ir.graph import OPTIONAL, SEQUENCE, Graph
 from .options import Options
-from .passes.graph._match import ORIGINAL_NAMES
 from .passes.verify.checks import verify_plan
 from .plan.plan import LAUNCH, Event, MemoryPlan, Plan
 from .profiling import profile_model

@@ -56,7 +56,7 @@ def check_plan(plan: Plan, graph: Graph) -> None:
 
 
 def _check_ranges(plan: Plan) -> None:
-    V, N, S, E = len(plan.values), len(plan.nodes), len(plan.streams), len(plan.events)
+    V, N, S = len(plan.values), len(plan.nodes), len(plan.streams)
     for i, v in enumerate(plan.values):
         _check_record(v, i, "value")
         as_index(v.producer, N, f"producer of value {v.name!r}", lo=-1)

@@ -171,7 +171,6 @@ def _attr_value(a: AttributeProto, scope: dict[str, Value], opsets: dict[str, in
     if t == AttributeProto.GRAPHS:
         return [graph_from_proto(g, outer=scope, opsets=opsets) for g in a.graphs]
     if t == AttributeProto.SPARSE_TENSOR:
-        from onnx.reference.ops.op_constant import _check_dtype  # noqa: F401 - rarely used
         return _array(a.sparse_tensor.values)
     if t == AttributeProto.TYPE_PROTO:
         return a.tp
