@@ -15,9 +15,10 @@ blocks are the likeliest to be ordered before p); else the free block ending at 
 top, if it qualifies, grown to size; else new bytes at the top. The search looks at no more
 than SCAN blocks, so a node costs O(SCAN x streams) at worst and the pass stays linear in
 the graph; a block passed over is only a missed reuse, never an unsafe one. Blocks found
-unusable go to the back of their size's queue. (On 16 random streams few free blocks
-qualify for a given node: 48 blocks searched gave a 20x larger arena than 256 at 100k
-nodes, for the same time, since an arena that reuses well has few free blocks anyway.)
+unusable go to the back of their size's queue. SCAN is generous because on many random
+streams few free blocks qualify for a given node, and a short search then misses most
+reuse; an arena that reuses well has few free blocks, so a long search costs little
+(docs/performance.md, Memory plan).
 
 Memory events. With `edges` given, when growing the arena would take it past `limit`, the
 packer may instead take a free block that does not qualify yet and order it: for every

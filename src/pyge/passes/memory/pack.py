@@ -11,9 +11,9 @@ Two packers:
   order like a best-fit allocator over free blocks. It is always run.
 - `pack_by_size` here, as TFLite's greedy-by-size: largest value first, each at the lowest
   offset that overlaps no incompatible value already placed (first fit). It often packs
-  big activations tighter (densenet121: 8.8 MB against 10.4 MB), but compares every value
-  with every placed one (quadratic; numpy keeps 4000 values under a second), so
-  plan_memory runs it only on graphs of at most BY_SIZE_LIMIT values.
+  big activations tighter, but compares every value with every placed one (quadratic,
+  vectorised with numpy), so plan_memory runs it only on graphs of at most BY_SIZE_LIMIT
+  values.
 
 plan_memory keeps whichever gives the smaller arena.
 """
@@ -80,7 +80,7 @@ def pack_by_size(items: list[Item], hb: HappensBefore, edges: list | None = None
     never true for two outputs of one node, nor when a node reads one and writes the other:
     kernels read inputs while writing outputs, so no in-place reuse. The conflicts of each
     value with the placed ones are found with numpy over the dense clock rows (the pairwise
-    test is the quadratic part; vectorised it stays well under a second at BY_SIZE_LIMIT).
+    test is the quadratic part, and BY_SIZE_LIMIT bounds it).
 
     With `edges` (a list), memory events may be added as in blocks.py: when first
     fit would take the arena past `limit`, the value may instead go where every value in

@@ -23,10 +23,10 @@ Two products:
    reference from the value table; releasing on one stream while another might still read
    the value would make that reader see None.
 
-**Memory events.** Streams can leave big values pairwise unordered (resnet50 with its
-BatchNormalizations unfused and the projection shortcut on its own stream: four 3.2 MB
-values no reuse may touch, 1.42x the one-stream arena), so the multi-stream arena can
-exceed the one-stream arena of the same graph. The rule: only when the multi-stream arena
+**Memory events.** Streams can leave big values pairwise unordered (a residual block
+whose shortcut runs on its own stream: its large activations may not share bytes with
+the main branch's), so the multi-stream arena can exceed the one-stream arena of the same
+graph (docs/performance.md, Memory plan, has the measured cases). The rule: only when the multi-stream arena
 exceeds both RATIO (1.15) x the single-stream peak and that peak + SLACK (1 MiB: below
 that, serialising streams is not worth the bytes), the planner packs again allowing
 Event(reason="memory") edges, each from an old tenant's last reader to a new tenant's
@@ -88,8 +88,8 @@ def value_readers(plan: Plan) -> list[list[int]]:
 
 def plan_memory(plan: Plan, options=None) -> MemoryPlan:
     # Hundreds of thousands of small lists and tuples, none in a reference cycle: with the
-    # cyclic collector on, its generation scans over the whole plan cost a third of the time
-    # on 100k-node graphs. Reference counting still frees everything.
+    # cyclic collector on, its generation scans over the whole plan are a large share of the
+    # time on large graphs. Reference counting still frees everything.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
