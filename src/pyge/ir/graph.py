@@ -341,8 +341,9 @@ class Graph(GraphBase):
         """This graph and every nested subgraph, parents before children."""
         out = [self]
         for n in self._nodes:
-            for sg in n.subgraphs:
-                out.extend(sg.all_graphs())
+            if n.attrs:           # (most nodes have no attributes: skip the property call)
+                for sg in n.subgraphs:
+                    out.extend(sg.all_graphs())
         return out
 
     def topological_sort(self) -> list[Node]:
