@@ -270,3 +270,50 @@ def test_an_onnx_model_with_two_nodes_of_one_name_loads_with_unique_names():
     assert [n.name for n in graph.nodes] == ["dup", "dup_1"]
     out = pyge.compile(graph).run({"x": np.array([1.0, -2.0], np.float32)})["y"]
     np.testing.assert_array_equal(out, [-1.0, 0.0])
+
+
+def test_remove_node_many_in_random_order_keeps_the_order_of_the_rest():
+    """remove_node finds a node from position hints (no scan of the whole list); interleaved
+    with add_node and sort, what stays must be exactly what list.remove would leave."""
+    import random
+    rng = random.Random(7)
+    g = Graph("many")
+    x = Value("x", "float32", (1,))
+    g.add_input(x)
+    expected = []
+    for i in range(3000):
+        n = Node("Relu", f"n{i}")
+        n.append_input(x)
+        n.add_output(Value(f"y{i}"))
+        g.add_node(n)
+        expected.append(n)
+    for step in range(2500):
+        victim = expected.pop(rng.randrange(len(expected)))
+        g.remove_node(victim)
+        if step % 97 == 0:
+            n = Node("Relu", f"m{step}")
+            n.append_input(x)
+            n.add_output(Value(f"z{step}"))
+            g.add_node(n)
+            expected.append(n)
+        if step % 701 == 0:
+            g.sort()
+            assert g.nodes == expected
+    assert g.nodes == expected
+
+
+def test_remove_node_after_the_list_was_edited_by_hand():
+    """A node list reordered without set_node_order: remove_node still removes the node."""
+    g = Graph("hand")
+    x = Value("x", "float32", (1,))
+    g.add_input(x)
+    ns = []
+    for i in range(5):
+        n = Node("Relu", f"n{i}")
+        n.append_input(x)
+        n.add_output(Value(f"y{i}"))
+        ns.append(g.add_node(n))
+    g.remove_node(ns[0])          # builds the hints
+    g._nodes.reverse()            # not through the editing methods
+    g.remove_node(ns[1])
+    assert g.nodes == [ns[4], ns[3], ns[2]]

@@ -118,3 +118,12 @@ def test_random_graphs_sort_or_name_a_real_cycle(n, seed, back_edge):
         assert len(pos) == n
         assert all(pos[r] < pos[name] for name, reads in edges.items() for r in reads)
         assert g.find_cycle() == []
+
+
+def test_nodes_with_plain_attributes_are_ordered_by_their_inputs():
+    """A node with attributes but no subgraph takes the inlined path: a reader listed before
+    its producer is still found out of order, and sorted after it."""
+    g = _graph({"a": [], "b": ["a"]}, order=["b", "a"])
+    for n in g.nodes:
+        n.attrs["axis"] = 0
+    assert [n.name for n in g.topological_sort()] == ["a", "b"]

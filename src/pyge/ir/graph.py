@@ -52,6 +52,9 @@ class Graph(GraphBase):
         self.attrs: dict[str, Any] = {}
         self._names: NameIndex | None = None
         self._sealed: str | None = None   # who sealed it: its editing methods then refuse
+        # remove_node's position hints (see _unlist); None until the first removal.
+        self._positions: dict[int, int] | None = None
+        self._removed_since = 0
 
     # -- construction ------------------------------------------------------------------
     @property
@@ -113,6 +116,8 @@ class Graph(GraphBase):
         for sub in node.subgraphs:
             sub.parent = node
         self._nodes.append(node)
+        if self._positions is not None:
+            self._positions[id(node)] = len(self._nodes) - 1
         self._succ_cache = None
         return node
 
@@ -126,9 +131,27 @@ class Graph(GraphBase):
             if o.uses or o in self.outputs:
                 raise GraphError(f"cannot remove node {node.name!r}: output {o.name!r} is still used")
         node.set_inputs([])
-        self._nodes.remove(node)
+        self._unlist(node)
         node.graph = None
         self._succ_cache = None
+
+    def _unlist(self, node: Node) -> None:
+        """Delete `node` from the node list without scanning it all: a fusion pass removes
+        thousands of nodes, and list.remove per node made that quadratic in the graph size.
+        A node's position, noted when the hints were built (or it was added), can only have
+        dropped since, by at most the number of removals made in between; so it is searched
+        in that window, and the hints are rebuilt once the window grows past a fraction of the
+        graph. A list edited by other means than these methods falls back to list.remove."""
+        nodes = self._nodes
+        if self._positions is None or self._removed_since > max(256, len(nodes) >> 6):
+            self._positions = {id(n): i for i, n in enumerate(nodes)}
+            self._removed_since = 0
+        i = self._positions.pop(id(node), -1)
+        try:
+            del nodes[nodes.index(node, max(0, i - self._removed_since), i + 1)]
+        except ValueError:          # not where the hint says (or no hint): the slow way
+            nodes.remove(node)
+        self._removed_since += 1
 
     def replace_value(self, old: Value, new: Value) -> int:
         """Every reader of `old` (this graph's nodes and their subgraphs') reads `new`, but
@@ -194,6 +217,7 @@ class Graph(GraphBase):
         if len(nodes) != len(self._nodes) or {id(n) for n in nodes} != {id(n) for n in self._nodes}:
             raise GraphError(f"graph {self.name!r}: new node order is not a permutation")
         self._nodes = list(nodes)
+        self._positions = None
 
     def invalidate(self) -> None:
         self._succ_cache = None
@@ -317,8 +341,9 @@ class Graph(GraphBase):
         """This graph and every nested subgraph, parents before children."""
         out = [self]
         for n in self._nodes:
-            for sg in n.subgraphs:
-                out.extend(sg.all_graphs())
+            if n.attrs:           # (most nodes have no attributes: skip the property call)
+                for sg in n.subgraphs:
+                    out.extend(sg.all_graphs())
         return out
 
     def topological_sort(self) -> list[Node]:
@@ -330,6 +355,7 @@ class Graph(GraphBase):
     def sort(self) -> None:
         """Reorder nodes topologically (in place); GraphCycleError on a cycle."""
         self._nodes = _order.topological_sort(self)
+        self._positions = None
         self._succ_cache = None
 
     def find_cycle(self) -> list[Node]:

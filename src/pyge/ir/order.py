@@ -13,39 +13,60 @@ import heapq
 
 from ..errors import GraphCycleError
 from .cycles import find_cycle
+from .node import GraphBase
 
 
-def _pred_indices(graph, index: dict[int, int]) -> tuple[list[list[int]], bool]:
-    """Per node (by position), the positions of its predecessors, without repeats; and
-    whether every predecessor comes before its reader (the order is topological already)."""
-    get = index.get
-    preds: list[list[int]] = []
-    in_order = True
-    for i, n in enumerate(graph._nodes):
-        if n.attrs:    # may hold a subgraph (implicit inputs): the general way
-            ps = [index[id(p)] for p in n.predecessors if id(p) in index]
-        else:          # Node.predecessors inlined, as positions (it runs ~10 times a compile)
-            ps = []
-            for v in n._inputs:
-                if v is not None:
-                    p = v.producer
-                    if p is not None and p.graph is graph:
-                        j = get(id(p))
-                        if j is not None:
-                            ps.append(j)
-            for p in n.control_preds:
+def _holds_graph(attrs: dict) -> bool:
+    """Whether an attribute holds a subgraph (as Node.subgraphs finds them), cheaply."""
+    for a in attrs.values():
+        if isinstance(a, GraphBase) or (isinstance(a, list) and a and isinstance(a[0], GraphBase)):
+            return True
+    return False
+
+
+def _preds_of(n, graph, get) -> list[int]:
+    """The positions of `n`'s predecessors, without repeats (Node.predecessors, as positions)."""
+    if n.attrs and _holds_graph(n.attrs):   # implicit inputs of a subgraph: the general way
+        return [j for j in (get(id(p)) for p in n.predecessors) if j is not None]
+    ps = []
+    for v in n._inputs:
+        if v is not None:
+            p = v.producer
+            if p is not None and p.graph is graph:
                 j = get(id(p))
                 if j is not None:
                     ps.append(j)
-            if len(ps) > 1:
-                ps = list(dict.fromkeys(ps))
-        if in_order:
-            for j in ps:
-                if j >= i:
-                    in_order = False
-                    break
-        preds.append(ps)
-    return preds, in_order
+    for p in n.control_preds:
+        j = get(id(p))
+        if j is not None:
+            ps.append(j)
+    if len(ps) > 1:
+        ps = list(dict.fromkeys(ps))
+    return ps
+
+
+def _in_order(graph, index: dict[int, int]) -> bool:
+    """Whether every predecessor comes before its reader (the order is topological already).
+    The common case, checked without building the predecessor lists (it runs ~10 times a
+    compile, on every node)."""
+    get = index.get
+    for i, n in enumerate(graph._nodes):
+        if n.attrs and _holds_graph(n.attrs):
+            if any(j >= i for j in _preds_of(n, graph, get)):
+                return False
+            continue
+        for v in n._inputs:
+            if v is not None:
+                p = v.producer
+                if p is not None and p.graph is graph:
+                    j = get(id(p))
+                    if j is not None and j >= i:
+                        return False
+        for p in n.control_preds:
+            j = get(id(p))
+            if j is not None and j >= i:
+                return False
+    return True
 
 
 def topological_sort(graph) -> list:
@@ -55,9 +76,10 @@ def topological_sort(graph) -> list:
     would return. Raises GraphCycleError naming the nodes of one cycle."""
     nodes = graph._nodes
     index = {id(n): i for i, n in enumerate(nodes)}
-    preds, in_order = _pred_indices(graph, index)
-    if in_order:
+    if _in_order(graph, index):
         return list(nodes)
+    get = index.get
+    preds = [_preds_of(n, graph, get) for n in nodes]
     indeg = [len(ps) for ps in preds]
     succs: list[list[int]] = [[] for _ in nodes]
     for i, ps in enumerate(preds):

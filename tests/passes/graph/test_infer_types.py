@@ -162,3 +162,25 @@ def test_refusals_reads_onnx_messages():
             "Invalid tensor data type 0.\n")
     assert refusals(text) == [("Add", "a", "Incompatible dimensions"),
                               ("Add", "in", "B has inconsistent type tensor(int64)")]
+
+
+def test_each_distinct_type_is_read_once_with_what_read_type_would_assign():
+    """_copy_back reads a repeated type once; each value still gets exactly what read_type
+    gives it, including leaving alone what the type does not say (a type without a shape)."""
+    from onnx import TensorProto, helper
+
+    from pyge.frontends.onnx_proto import read_type
+    from pyge.ir.value import Value
+    from pyge.passes.graph.infer_types import _read_type_cached
+    types = [helper.make_tensor_type_proto(TensorProto.FLOAT, [2, "n", None]),
+             helper.make_tensor_type_proto(TensorProto.INT64, None),
+             helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [3])),
+             helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.BOOL, [1]))]
+    reads: dict = {}
+    for rep in range(2):
+        for k, tp in enumerate(types):
+            a, b = Value(f"a{k}", shape=(7,)), Value(f"b{k}", shape=(7,))
+            read_type(a, tp)
+            _read_type_cached(b, tp, reads)
+            assert (a.kind, a.dtype, a.shape, a.elem_kind) == (b.kind, b.dtype, b.shape, b.elem_kind)
+    assert len(reads) == len(types)

@@ -30,6 +30,7 @@ import onnx
 from ...errors import GraphTypeError
 from ...frontends.onnx_proto import graph_to_model, read_type
 from ...ir.graph import Graph
+from ...ir.value import Value
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +76,45 @@ def _lenient(mp: onnx.ModelProto, graph: Graph) -> onnx.ModelProto | None:
 
 def _copy_back(graph: Graph, inferred: onnx.ModelProto) -> int:
     infos = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    reads: dict[bytes, tuple[tuple[str, object], ...] | None] = {}
     changed = 0
-    for n in graph.nodes:
-        for o in n.outputs:
+    for n in graph._nodes:
+        for o in n._outputs:
             vi = infos.get(o.name)
             if vi is not None and (o.dtype is None or o.shape is None):
                 before = (o.dtype, o.shape)
-                read_type(o, vi.type)
+                _read_type_cached(o, vi.type, reads)
                 changed += (o.dtype, o.shape) != before
     return changed
+
+
+_UNSET = object()
+_TYPE_FIELDS = ("kind", "dtype", "shape", "elem_kind")
+
+
+def _read_type_cached(v, tp: onnx.TypeProto, reads: dict) -> None:
+    """read_type(v, tp), reading each distinct type once: large graphs repeat a few types
+    over thousands of values. What read_type assigns is learnt on a scratch value whose
+    fields start unset (it leaves some alone, such as the shape of a type without one); a
+    type it refuses is read again on `v` itself, for the error naming `v`."""
+    key = tp.SerializeToString()
+    got = reads.get(key, _UNSET)
+    if got is _UNSET:
+        scratch = Value("_")
+        for f in _TYPE_FIELDS:
+            setattr(scratch, f, _UNSET)
+        try:
+            read_type(scratch, tp)
+            got = tuple((f, getattr(scratch, f)) for f in _TYPE_FIELDS
+                        if getattr(scratch, f) is not _UNSET)
+        except Exception:  # noqa: BLE001 - refused: read on v below, which raises naming it
+            got = None
+        reads[key] = got
+    if got is None:
+        read_type(v, tp)
+        return
+    for f, x in got:
+        setattr(v, f, x)
 
 
 def refusals(text: str) -> list[tuple[str, str, str]]:
