@@ -2,6 +2,9 @@
 sets (stream order + Send/Recv steps; stream order + data and control dependencies)."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,42 +15,11 @@ from pyge.passes.memory.events import add_memory_events
 from pyge.passes.sync.event_ids import assign_event_ids
 from pyge.passes.sync.events import insert_events
 from pyge.passes.verify.checks import verify_plan
-from pyge.plan.plan import LAUNCH, RECORD, WAIT, Step
+from pyge.plan.plan import LAUNCH, Step
 from pyge.testing.random_dags import dags, spec_to_plan
 
-
-def _closure(succ: dict, starts: dict) -> dict:
-    reach = {}
-    for n, start in starts.items():
-        seen, todo = set(), list(succ[start])
-        while todo:
-            k = todo.pop()
-            if k not in seen:
-                seen.add(k)
-                todo.extend(succ[k])
-        reach[n] = seen
-    return reach
-
-
-def steps_oracle(plan):
-    """before(a, b): a path of stream-order and record->wait step edges leads from a to b."""
-    steps = [(s, i) for s, ss in enumerate(plan.streams) for i in range(len(ss))]
-    succ = {k: [] for k in steps}
-    waits: dict[int, list] = {}
-    for s, ss in enumerate(plan.streams):
-        for i, st_ in enumerate(ss):
-            if i + 1 < len(ss):
-                succ[(s, i)].append((s, i + 1))
-            if st_.kind == WAIT:
-                waits.setdefault(st_.arg, []).append((s, i))
-    for s, ss in enumerate(plan.streams):
-        for i, st_ in enumerate(ss):
-            if st_.kind == RECORD:
-                succ[(s, i)].extend(waits.get(st_.arg, []))
-    launch = {st_.arg: (s, i) for s, ss in enumerate(plan.streams) for i, st_ in enumerate(ss)
-              if st_.kind == LAUNCH}
-    reach = _closure(succ, launch)
-    return lambda a, b: a != b and launch[b] in reach[a]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from plan_oracles import closure as _closure, steps_before as steps_oracle  # noqa: E402
 
 
 def dependency_oracle(plan):

@@ -12,11 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pyge
-from pyge.plan.plan import LAUNCH, RECORD, WAIT
 from pyge.passes.memory import planner as memory_mod
-from pyge.passes.sync.event_ids import assign_event_ids
-from pyge.passes.sync.events import insert_events
-from pyge.testing.random_dags import dags, spec_to_plan
 from pyge.passes.memory.planner import RATIO, is_planned, plan_memory, value_readers
 from pyge.testing.memory_check import memory_problems
 from pyge.analysis.happens_before import HappensBefore
@@ -26,38 +22,10 @@ from pyge.testing import LIGHT_MODELS
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from executors.helpers import (branch_streams, cached_light_model, compile_with_streams,  # noqa: E402
                                light_model, random_feeds, random_graph, random_streams, replan)
+from plan_oracles import steps_before as oracle_before  # noqa: E402
 
 
 # -- an oracle that shares no code with the planner ----------------------------------------
-
-def oracle_before(plan):
-    """before(a, b): a path of stream-order and record->wait edges leads from a to b."""
-    steps = [(s, i) for s, ss in enumerate(plan.streams) for i in range(len(ss))]
-    succ = {k: [] for k in steps}
-    waits: dict[int, list] = {}
-    for s, ss in enumerate(plan.streams):
-        for i, st in enumerate(ss):
-            if i + 1 < len(ss):
-                succ[(s, i)].append((s, i + 1))
-            if st.kind == WAIT:
-                waits.setdefault(st.arg, []).append((s, i))
-    for s, ss in enumerate(plan.streams):
-        for i, st in enumerate(ss):
-            if st.kind == RECORD:
-                succ[(s, i)].extend(waits.get(st.arg, []))
-    launch = {st.arg: (s, i) for s, ss in enumerate(plan.streams) for i, st in enumerate(ss)
-              if st.kind == LAUNCH}
-    reach = {}
-    for n, start in launch.items():
-        seen, todo = set(), list(succ[start])
-        while todo:
-            k = todo.pop()
-            if k not in seen:
-                seen.add(k)
-                todo.extend(succ[k])
-        reach[n] = seen
-    return lambda a, b: a != b and launch[b] in reach[a]
-
 
 def oracle_check(plan):
     before = oracle_before(plan)

@@ -17,14 +17,13 @@ from pyge.analysis.happens_before import HappensBefore
 from pyge.errors import VerificationError
 from pyge.passes.memory import planner as memory_mod
 from pyge.passes.memory.planner import _release_points, value_readers
-from pyge.passes.sync.event_ids import assign_event_ids
 from pyge.passes.verify.checks import verify_plan
-from pyge.plan.plan import LAUNCH
 from pyge.testing import light_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from executors.helpers import (branch_streams, light_model, random_graph,  # noqa: E402
                                random_streams, replan)
+from plan_oracles import drop_event  # noqa: E402
 
 
 def memory_events(plan):
@@ -34,15 +33,7 @@ def memory_events(plan):
 def without_event(plan, k):
     """`plan` with logical event k removed, ids reassigned and release points recomputed for
     the ordering that is left (so that only the arena layout can still need the event)."""
-    plan.streams = [[s for s in steps if s.kind == LAUNCH or s.arg != k] for steps in plan.streams]
-    for steps in plan.streams:
-        for s in steps:
-            if s.kind != LAUNCH and s.arg > k:
-                s.arg -= 1
-    del plan.events[k]
-    for i, e in enumerate(plan.events):
-        e.index = i
-    assign_event_ids(plan, 0)
+    drop_event(plan, k, 0)
     _release_points(plan, HappensBefore.of_steps(plan), value_readers(plan))
     return plan
 
