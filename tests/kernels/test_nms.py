@@ -1,8 +1,8 @@
-"""NonMaxSuppression (kernels/nn_nms.py, nn_nms_graph.py) against onnxruntime, index for
-index: random scenes at several sizes and densities, ties in scores, both box formats,
-flipped corners, degenerate and non-finite boxes, small max_output_boxes_per_class (the
-block path), chains of overlaps (the in-order finish), the grid's coarsening and chunking,
-and the refusals."""
+"""NonMaxSuppression (kernels/nn_nms.py, nn_nms_graph.py, nn_nms_sweep.py) against
+onnxruntime, index for index, each test with each of the two pair finders: random scenes at
+several sizes and densities, ties in scores, both box formats, flipped corners, degenerate
+and non-finite boxes, small max_output_boxes_per_class (the block path), chains of overlaps
+(the in-order finish), the grid's coarsening and chunking, and the refusals."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,6 +14,14 @@ from pyge.kernels import nn_nms, nn_nms_graph
 from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")
+
+
+@pytest.fixture(autouse=True, params=["sweep", "grid"])
+def pair_finder(request, monkeypatch):
+    """Every test runs with each pair finder: the sweep for every size, then the grid join
+    for every size (the default picks by the longest group, nn_nms.SMALL_N)."""
+    monkeypatch.setattr(nn_nms, "SMALL_N", 10 ** 9 if request.param == "sweep" else -1)
+    return request.param
 
 
 def _model(center=0, with_thr=True):

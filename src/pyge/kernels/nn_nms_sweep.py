@@ -1,0 +1,115 @@
+"""NonMaxSuppression's pair finder for few candidates (nn_nms.py): a sweep on x.
+
+The grid join of nn_nms_graph.py pays some hundred numpy calls whatever the number of boxes;
+under a few thousand candidates that fixed cost is most of the time. This sweep finds the
+same pairs (the suppressing pairs, each once) in a few dozen calls: the boxes are sorted once
+by their left edge, and a box's partners are the boxes whose left edge lies within its
+x extent, one contiguous range of the sorted order each, found by searchsorted. The pairs it
+examines are the pairs that overlap in x, which grow as the square of the boxes in a column:
+that is why it serves only small inputs.
+
+All (batch, class) groups are swept at once on one line: a box's key is its x extent
+shifted by its group times a stride longer than any extent, so the ranges never reach into
+another group. The keys are float64, computed as (x - origin) + group * stride: monotone in x
+within a group, so a range holds every box that overlaps in x (and maybe a few that touch),
+and the IoU test, in the boxes' own precision, decides.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .nn_nms_graph import suppresses
+
+
+# Bands per group at most: (group, band) pairs, one float64 key stride each, stay below 2**40,
+# so that a key keeps its x offset (and a gap between bands) to some 2**-12 of the stride.
+_MAX_BANDS = 1 << 20
+
+
+class _Keys:
+    """The boxes on the common line (float64). A box lies in the band of its bottom edge,
+    bands at least a little taller than the tallest box, so boxes that overlap in y lie in
+    the same band or in adjacent ones. Keys run by group, band, then x: k0 / k1 a box's left
+    / right edge in its own band; n0 / n1 its left edge less the widest box's width / its
+    right edge in the band above, the range where a box there must start to overlap it in
+    x. A band's keys span at most half its stride, so ranges never reach another band."""
+    __slots__ = ("k0", "k1", "n0", "n1")
+
+    def __init__(self, xmin, xmax, ymin, ymax, group):
+        x0, x1 = xmin.astype(np.float64), xmax.astype(np.float64)
+        y0, y1 = ymin.astype(np.float64), ymax.astype(np.float64)
+        x1 -= x0.min()
+        x0 -= x0.min()
+        y1 -= y0.min()
+        y0 -= y0.min()
+        wide = float((x1 - x0).max()) * 1.01
+        top = float(y1.max())
+        most = max(min(_MAX_BANDS, (1 << 40) // (int(group.max()) + 1)) - 2, 1)
+        tall = max(float((y1 - y0).max()) * 1.01, top / most)
+        bands = int(top // tall) + 2
+        stride = 2 * (float(x1.max()) + wide) + 1
+        base = (group * bands + np.floor(y0 / tall)) * stride
+        self.k0, self.k1 = x0 + base, x1 + base
+        base += stride
+        self.n0, self.n1 = (x0 - wide) + base, x1 + base
+
+
+def _expand(src, lo, hi):
+    """Every (src[k], p) with lo[k] <= p < hi[k]: the ranges laid out one after the other."""
+    n = np.maximum(hi - lo, 0)
+    total = int(n.sum())
+    if total == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pos = np.arange(total) + np.repeat(lo - (np.cumsum(n) - n), n)
+    return np.repeat(src, n), pos
+
+
+def sweep_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr, among_open=True):
+    """suppressing_pairs (nn_nms_graph.py) for few boxes, with its contract: all pairs (a, b),
+    a < b, in one group, not both `fixed` (and with among_open False, one of them fixed),
+    whose IoU exceeds `thr`. Every box must have a positive extent in both axes and a finite
+    positive area."""
+    empty = np.zeros(0, np.int64)
+    if group.size < 2:
+        return empty, empty
+    ks = _Keys(xmin, xmax, ymin, ymax, group)
+    f, o = np.flatnonzero(fixed), np.flatnonzero(~fixed)
+    i, j = [], []
+    if among_open and o.size > 1:
+        # Sorted by key, box p's partners in its band are those after it that start by its
+        # right edge; in the band above, those that start within its n0..n1 range.
+        order = o[np.argsort(ks.k0[o], kind="stable")]
+        sk = ks.k0[order]
+        m = order.size
+        src, pos = _expand(np.tile(order, 2),
+                           np.concatenate([np.arange(1, m + 1),
+                                           np.searchsorted(sk, ks.n0[order], side="left")]),
+                           np.searchsorted(sk, np.concatenate([ks.k1[order], ks.n1[order]]),
+                                           side="right"))
+        i.append(src)
+        j.append(order[pos])
+    if f.size and o.size:
+        # A fixed box f and an open box q that may overlap: in one band, f starts within q
+        # (from q's left edge on) or q within f (strictly after f's left edge), exactly one
+        # of the two; in adjacent bands, the upper one starts in the lower one's n0..n1.
+        fo = f[np.argsort(ks.k0[f], kind="stable")]
+        oo = o[np.argsort(ks.k0[o], kind="stable")]
+        sf, so = ks.k0[fo], ks.k0[oo]
+        src, pos = _expand(
+            np.concatenate([oo, oo, fo, fo]),
+            np.concatenate([np.searchsorted(sf, ks.k0[oo], side="left"),
+                            np.searchsorted(sf, ks.n0[oo], side="left"),
+                            np.searchsorted(so, ks.k0[fo], side="right") + fo.size,
+                            np.searchsorted(so, ks.n0[fo], side="left") + fo.size]),
+            np.concatenate([np.searchsorted(sf, np.concatenate([ks.k1[oo], ks.n1[oo]]),
+                                            side="right"),
+                            np.searchsorted(so, np.concatenate([ks.k1[fo], ks.n1[fo]]),
+                                            side="right") + fo.size]))
+        i.append(src)
+        j.append(np.concatenate([fo, oo])[pos])
+    if not i:
+        return empty, empty
+    i, j = (x[0] if len(x) == 1 else np.concatenate(x) for x in (i, j))
+    hit = suppresses((xmin, xmax, ymin, ymax, area), i, j, thr)
+    a, b = i[hit], j[hit]
+    return np.minimum(a, b), np.maximum(a, b)
