@@ -219,10 +219,12 @@ def test_float64_boxes_select_as_in_float64():
     np.testing.assert_array_equal(got, exp)
 
 
-def test_score_order_is_a_stable_descending_sort_with_nan_last():
+@pytest.mark.parametrize("numpy_sort", [0, 1 << 17])
+def test_score_order_is_a_stable_descending_sort_with_nan_last(numpy_sort, monkeypatch):
     """float32 scores are sorted as integer keys: the same order as a stable sort of the
     negated floats (equal scores by index, 0.0 equal to -0.0, infinities, denormals, NaN
-    last)."""
+    last), by torch's sort and by numpy's."""
+    monkeypatch.setattr(nn_nms, "NUMPY_SORT", numpy_sort)
     rng = np.random.default_rng(11)
     pool = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, np.nan, np.inf, -np.inf, 1e-40, -1e-40,
                      3.4e38], np.float32)

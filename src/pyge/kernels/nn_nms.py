@@ -23,7 +23,7 @@ import torch
 
 from ._util import node_error, run_error
 from .nn_nms_graph import greedy_keep, suppressing_pairs
-from .nn_nms_sweep import sweep_pairs
+from .nn_nms_sweep import Line, sweep_pairs
 from .registry import register
 
 # Candidates in the first block by score rank (the blocks double from there).
@@ -37,6 +37,8 @@ SMALL_N = 5000
 SMALL_BLOCK = 256
 GROW = 4
 SMALL_JUMP = 64
+# Up to this many scores in all, numpy sorts them (see _score_order).
+NUMPY_SORT = 1 << 17
 
 
 def _corners(b: np.ndarray, center: bool):
@@ -52,20 +54,25 @@ def _corners(b: np.ndarray, center: bool):
 class _Boxes:
     """The flattened [batch * boxes] corners and areas, and which boxes can take part in a
     suppression at all (positive extents, finite positive area)."""
-    __slots__ = ("xmin", "xmax", "ymin", "ymax", "area", "joinable", "find")
+    __slots__ = ("xmin", "xmax", "ymin", "ymax", "area", "joinable", "line")
 
-    def __init__(self, boxes: np.ndarray, center: bool, find=suppressing_pairs):
-        self.find = find
+    def __init__(self, boxes: np.ndarray, center: bool, groups: int, sweep: bool):
         self.xmin, self.xmax, self.ymin, self.ymax = (t.reshape(-1) for t in
                                                       _corners(boxes, center))
         with np.errstate(all="ignore"):
             self.area = (self.xmax - self.xmin) * (self.ymax - self.ymin)
             self.joinable = (self.xmax > self.xmin) & (self.ymax > self.ymin) \
                 & np.isfinite(self.area) & (self.area > 0)
+        self.line = None
+        if sweep and self.joinable.any():
+            self.line = Line(self.xmin, self.xmax, self.ymin, self.ymax, groups, self.joinable)
 
     def pairs(self, at, group, fixed, thr, among_open=True):
-        return self.find(self.xmin[at], self.xmax[at], self.ymin[at], self.ymax[at],
-                                 self.area[at], group, fixed, thr, among_open)
+        """The suppressing pairs among the boxes `at` (see suppressing_pairs)."""
+        coords = (self.xmin[at], self.xmax[at], self.ymin[at], self.ymax[at], self.area[at])
+        if self.line is None:
+            return suppressing_pairs(*coords, group, fixed, thr, among_open)
+        return sweep_pairs(*coords, group, fixed, thr, among_open, self.line, at)
 
 
 class _Blocks:
@@ -94,13 +101,17 @@ class _Blocks:
 
 def _score_order(s: np.ndarray) -> np.ndarray:
     """Per row, the indices by descending score, the lower index first among equal scores
-    (0.0 and -0.0 included), NaN last. float32 scores become integer keys of the same order
-    for torch's integer sort, several times faster than a stable float sort."""
+    (0.0 and -0.0 included), NaN last. float32 scores become integer keys of the same order,
+    sorted by numpy up to NUMPY_SORT scores and by torch's integer sort beyond (several times
+    a stable float sort, but its threads cost more than they give on small inputs, the more
+    so on a busy machine)."""
     if s.dtype != np.float32:
         return np.argsort(-s, axis=1, kind="stable")
     bits = (s + np.float32(0)).view(np.int32).astype(np.int64)     # -0.0 + 0.0 is 0.0
     key = bits ^ ((bits >> 31) & 0x7FFFFFFF)                        # float order as ints
     key = np.where(np.isnan(s), np.int64(1) << 40, -key)            # descending, NaN last
+    if key.size <= NUMPY_SORT:
+        return np.argsort(key, axis=1, kind="stable")
     return torch.sort(torch.from_numpy(key), dim=1, stable=True)[1].numpy()
 
 
@@ -149,7 +160,7 @@ def select(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr, score_t
         return np.zeros((0, 3), np.int64)
     g_all, r_all, box_all, longest = _candidates(scores, score_thr)
     small = longest <= SMALL_N
-    bx = _Boxes(boxes, center, sweep_pairs if small else suppressing_pairs)
+    bx = _Boxes(boxes, center, nb * nc, small)
     at_all = (g_all // nc) * n + box_all
     if small:
         groups = max(int(np.count_nonzero(np.bincount(g_all))), 1)

@@ -26,32 +26,48 @@ from .nn_nms_graph import suppresses
 _MAX_BANDS = 1 << 20
 
 
-class _Keys:
+class Line:
     """The boxes on the common line (float64). A box lies in the band of its bottom edge,
     bands at least a little taller than the tallest box, so boxes that overlap in y lie in
-    the same band or in adjacent ones. Keys run by group, band, then x: k0 / k1 a box's left
-    / right edge in its own band; n0 / n1 its left edge less the widest box's width / its
-    right edge in the band above, the range where a box there must start to overlap it in
-    x. A band's keys span at most half its stride, so ranges never reach another band."""
-    __slots__ = ("k0", "k1", "n0", "n1")
+    the same band or in adjacent ones. Keys run by group, band, then x; a band's keys span at
+    most half its stride, so ranges never reach another band. Made once for all the boxes
+    that take part (finite, positive extents: the others are never asked for)."""
+    __slots__ = ("x0", "x1", "x0w", "band", "bands", "stride")
 
-    def __init__(self, xmin, xmax, ymin, ymax, group):
+    def __init__(self, xmin, xmax, ymin, ymax, groups: int, part=None):
         x0, x1 = xmin.astype(np.float64), xmax.astype(np.float64)
         y0, y1 = ymin.astype(np.float64), ymax.astype(np.float64)
-        x1 -= x0.min()
-        x0 -= x0.min()
-        y1 -= y0.min()
-        y0 -= y0.min()
-        wide = float((x1 - x0).max()) * 1.01
-        top = float(y1.max())
-        most = max(min(_MAX_BANDS, (1 << 40) // (int(group.max()) + 1)) - 2, 1)
-        tall = max(float((y1 - y0).max()) * 1.01, top / most)
-        bands = int(top // tall) + 2
-        stride = 2 * (float(x1.max()) + wide) + 1
-        base = (group * bands + np.floor(y0 / tall)) * stride
-        self.k0, self.k1 = x0 + base, x1 + base
-        base += stride
-        self.n0, self.n1 = (x0 - wide) + base, x1 + base
+        sub = (lambda t: t) if part is None else (lambda t: t[part])
+        ox, oy = float(sub(x0).min()), float(sub(y0).min())
+        x0 -= ox
+        x1 -= ox
+        y0 -= oy
+        y1 -= oy
+        wide = float(sub(x1 - x0).max()) * 1.01
+        top = float(sub(y1).max())
+        most = max(min(_MAX_BANDS, (1 << 40) // max(groups, 1)) - 2, 1)
+        tall = max(float(sub(y1 - y0).max()) * 1.01, top / most)
+        self.bands = int(top // tall) + 2
+        self.stride = 2 * (float(sub(x1).max()) + wide) + 1
+        with np.errstate(invalid="ignore"):
+            self.band = np.floor(y0 / tall)
+        self.x0, self.x1, self.x0w = x0, x1, x0 - wide
+
+    def keys(self, at, group) -> tuple:
+        """For the boxes `at` in groups `group`: k0 / k1 a box's left / right edge in its own
+        band; n0 / n1 its left edge less the widest box's width / its right edge in the band
+        above, the range where a box there must start to overlap it in x."""
+        base = (group * self.bands + self.band[at]) * self.stride
+        k0, k1 = self.x0[at] + base, self.x1[at] + base
+        base += self.stride
+        return k0, k1, self.x0w[at] + base, self.x1[at] + base
+
+
+class _Keys:
+    __slots__ = ("k0", "k1", "n0", "n1")
+
+    def __init__(self, k0, k1, n0, n1):
+        self.k0, self.k1, self.n0, self.n1 = k0, k1, n0, n1
 
 
 def _expand(src, lo, hi):
@@ -64,15 +80,19 @@ def _expand(src, lo, hi):
     return np.repeat(src, n), pos
 
 
-def sweep_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr, among_open=True):
+def sweep_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr, among_open=True,
+                line: Line | None = None, at=None):
     """suppressing_pairs (nn_nms_graph.py) for few boxes, with its contract: all pairs (a, b),
     a < b, in one group, not both `fixed` (and with among_open False, one of them fixed),
     whose IoU exceeds `thr`. Every box must have a positive extent in both axes and a finite
-    positive area."""
+    positive area. `line` made for all boxes, the given ones being its boxes `at`, saves
+    making one for these."""
     empty = np.zeros(0, np.int64)
     if group.size < 2:
         return empty, empty
-    ks = _Keys(xmin, xmax, ymin, ymax, group)
+    if line is None:
+        line, at = Line(xmin, xmax, ymin, ymax, int(group.max()) + 1), np.arange(group.size)
+    ks = _Keys(*line.keys(at, group))
     f, o = np.flatnonzero(fixed), np.flatnonzero(~fixed)
     i, j = [], []
     if among_open and o.size > 1:
@@ -110,6 +130,6 @@ def sweep_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr, among_open=True
     if not i:
         return empty, empty
     i, j = (x[0] if len(x) == 1 else np.concatenate(x) for x in (i, j))
-    hit = suppresses((xmin, xmax, ymin, ymax, area), i, j, thr)
+    hit = suppresses((ymin, ymax, xmin, xmax, area), i, j, thr)
     a, b = i[hit], j[hit]
     return np.minimum(a, b), np.maximum(a, b)
