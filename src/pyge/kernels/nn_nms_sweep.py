@@ -1,18 +1,22 @@
-"""NonMaxSuppression's pair finder for few candidates (nn_nms.py): a sweep on x.
+"""NonMaxSuppression's pair finder for few candidates per group (nn_nms.py): a sweep.
 
 The grid join of nn_nms_graph.py pays some hundred numpy calls whatever the number of boxes;
-under a few thousand candidates that fixed cost is most of the time. This sweep finds the
-same pairs (the suppressing pairs, each once) in a few dozen calls: the boxes are sorted once
-by their left edge, and a box's partners are the boxes whose left edge lies within its
-x extent, one contiguous range of the sorted order each, found by searchsorted. The pairs it
-examines are the pairs that overlap in x, which grow as the square of the boxes in a column:
-that is why it serves only small inputs.
+under a few thousand candidates per group that fixed cost is most of the time. This sweep
+finds the same pairs (the suppressing pairs, each once) in a few dozen calls. The boxes lie
+in horizontal bands a little taller than the tallest box, so that boxes overlapping in y lie
+in the same band or in adjacent ones; sorted once by (group, band, left edge), a box's
+partners are the boxes of its band that start within its x extent, and the boxes of the band
+above that start within reach of it in x: two contiguous ranges of the sorted order, found
+by searchsorted. The pairs it examines overlap in x, or nearly, and lie within two band
+heights in y; they grow as the square of the boxes per band, which is why it serves only
+small groups.
 
-All (batch, class) groups are swept at once on one line: a box's key is its x extent
-shifted by its group times a stride longer than any extent, so the ranges never reach into
-another group. The keys are float64, computed as (x - origin) + group * stride: monotone in x
-within a group, so a range holds every box that overlaps in x (and maybe a few that touch),
-and the IoU test, in the boxes' own precision, decides.
+All (batch, class) groups are swept at once on one line of float64 keys, (x - origin) +
+(group * bands + band) * stride, the stride more than twice any x extent: monotone in x
+within a band, so a range holds every box that can overlap (and maybe a few that touch),
+and never reaches another band or group. The IoU test, in the boxes' own precision, decides:
+nn_nms_graph's, with the axes swapped (y first, since nearly every pair overlaps in x; the
+intersection's product commutes, so the arithmetic is the same).
 """
 from __future__ import annotations
 
@@ -64,6 +68,7 @@ class Line:
 
 
 class _Keys:
+    """One join's keys (Line.keys): k0, k1, n0, n1 by name."""
     __slots__ = ("k0", "k1", "n0", "n1")
 
     def __init__(self, k0, k1, n0, n1):
