@@ -175,3 +175,20 @@ def test_iou_at_the_threshold_and_degenerate_boxes_on_the_small_path():
         _check(boxes, scores, 8, iou)
     _check(boxes, scores, 8, 0.5, 0.35)
     _check(boxes[:, :0], scores[:, :, :0], 8, 0.5)
+
+
+def test_sweep_finds_the_pairs_of_float64_boxes_a_few_ulps_wide():
+    """float64 boxes a few ulps wide far from the origin, over two or three bands, where the
+    reach into the band above is of the order of its rounding."""
+    rng = np.random.default_rng(12)
+    n = 200
+    x0 = 1e3 + rng.integers(0, 40, n) * 2.0 ** -40
+    y0 = rng.uniform(0, 2, n)
+    xmin, xmax = x0, x0 + rng.integers(1, 30, n) * 2.0 ** -40
+    ymin, ymax = y0, y0 + rng.uniform(0.5, 1, n)
+    area = (xmax - xmin) * (ymax - ymin)
+    group, fixed = np.zeros(n, np.int64), np.zeros(n, bool)
+    args = (xmin, xmax, ymin, ymax, area, group, fixed, np.float64(0.0), True)
+    want = _pair_set(*nn_nms_graph.suppressing_pairs(*args))
+    got = nn_nms_sweep.sweep_pairs(*args)
+    assert len(want) > 100 and len(got[0]) == len(want) and _pair_set(*got) == want

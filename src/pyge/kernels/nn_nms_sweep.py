@@ -47,12 +47,15 @@ class Line:
         x1 -= ox
         y0 -= oy
         y1 -= oy
-        wide = float(sub(x1 - x0).max()) * 1.01
+        # The reach left into the band above: the widest box, with room for the rounding of
+        # x0 - wide (float64 boxes can be narrower than that rounding).
+        span = float(sub(x1).max())
+        wide = float(sub(x1 - x0).max()) * 1.01 + 64 * float(np.spacing(span))
         top = float(sub(y1).max())
         most = max(min(_MAX_BANDS, (1 << 40) // max(groups, 1)) - 2, 1)
         tall = max(float(sub(y1 - y0).max()) * 1.01, top / most)
         self.bands = int(top // tall) + 2
-        self.stride = 2 * (float(sub(x1).max()) + wide) + 1
+        self.stride = 2 * (span + wide) + 1
         with np.errstate(invalid="ignore"):
             self.band = np.floor(y0 / tall)
         self.x0, self.x1, self.x0w = x0, x1, x0 - wide
