@@ -1,4 +1,4 @@
-"""NonMaxSuppression: pyge against onnxruntime, 1,000 to 60,000 boxes.
+"""NonMaxSuppression: pyge against onnxruntime, 1,000 to 60,000 boxes, and 80 classes.
 
 One NonMaxSuppression node (one batch, one class, max_output_boxes_per_class = every box,
 iou_threshold 0.5, score_threshold 0), on three kinds of scene:
@@ -8,6 +8,9 @@ iou_threshold 0.5, score_threshold 0), on three kinds of scene:
     dense      the same boxes in a fixed 1000 x 1000 square: many overlaps, half or more
                suppressed at 20,000 boxes and up
     clustered  a detector's output: 20 jittered boxes around each object, most suppressed
+    classes    a detector's output with 80 classes, as YOLO-style exports call NMS: the
+               clustered scene's boxes (100 to 1,000 of them, --class-sizes), a score per
+               class (uniform**4: most low), score_threshold 0.05, at most 100 per class
 
 Each engine runs in a child process of its own; the children take turns in a fresh random
 order each round. Within a child each case is timed over several calls (median). The figure
@@ -15,7 +18,7 @@ is the median over rounds of pyge / onnxruntime in the same round (below 1: pyge
 both engines' kept counts are checked to agree.
 
     python benchmarks/bench_nms.py                     # writes benchmarks/results/bench_nms.txt
-    python benchmarks/bench_nms.py --rounds 5 --sizes 1000,5000
+    python benchmarks/bench_nms.py --rounds 5 --sizes 1000,5000 --families clustered,classes
 """
 from __future__ import annotations
 
@@ -30,18 +33,20 @@ from pathlib import Path
 
 from light import child_env
 
-FAMILIES = ["uniform", "dense", "clustered"]
+FAMILIES = ["uniform", "dense", "clustered", "classes"]
 SIZES = [1000, 5000, 20000, 60000]
+CLASS_SIZES = [100, 300, 1000]
 
 CHILD = r'''
 import json, statistics, sys, time
 import numpy as np
 from onnx import TensorProto as T, helper
 engine, families, sizes = sys.argv[1], sys.argv[2].split(","), [int(s) for s in sys.argv[3].split(",")]
+class_sizes = [int(s) for s in sys.argv[4].split(",")]
 
 def scene(family, n, seed=0):
     rng = np.random.default_rng(seed)
-    if family == "clustered":
+    if family in ("clustered", "classes"):
         k = max(n // 20, 1)
         c = rng.uniform(0, 60 * np.sqrt(k), (k, 2))
         size = rng.uniform(20, 80, (k, 1))
@@ -54,6 +59,10 @@ def scene(family, n, seed=0):
         lo = rng.uniform(0, side, (n, 2))
         hi = lo + rng.uniform(10, 60, (n, 2))
     boxes = np.concatenate([lo[:, ::-1], hi[:, ::-1]], 1)[None].astype(np.float32)
+    if family == "classes":
+        scores = (rng.uniform(0, 1, (1, 80, n)) ** 4).astype(np.float32)
+        return {"boxes": boxes, "scores": scores, "m": np.array([100], np.int64),
+                "iou": np.array([0.5], np.float32), "st": np.array([0.05], np.float32)}
     scores = rng.uniform(0, 1, (1, 1, n)).astype(np.float32)
     return {"boxes": boxes, "scores": scores, "m": np.array([n], np.int64),
             "iou": np.array([0.5], np.float32), "st": np.array([0.0], np.float32)}
@@ -61,7 +70,7 @@ def scene(family, n, seed=0):
 def model():
     f, i = T.FLOAT, T.INT64
     ins = [helper.make_tensor_value_info("boxes", f, [1, "n", 4]),
-           helper.make_tensor_value_info("scores", f, [1, 1, "n"]),
+           helper.make_tensor_value_info("scores", f, [1, "c", "n"]),
            helper.make_tensor_value_info("m", i, [1]), helper.make_tensor_value_info("iou", f, [1]),
            helper.make_tensor_value_info("st", f, [1])]
     node = helper.make_node("NonMaxSuppression", ["boxes", "scores", "m", "iou", "st"], ["y"])
@@ -80,7 +89,7 @@ else:
     run = lambda feeds: s.run(None, feeds)[0]
 out = {}
 for fam in families:
-    for n in sizes:
+    for n in (class_sizes if fam == "classes" else sizes):
         feeds = scene(fam, n)
         kept = len(run(feeds))
         times, spent = [], 0.0
@@ -94,10 +103,10 @@ print(json.dumps(out))
 '''
 
 
-def _child(engine: str, families: list[str], sizes: list[int]) -> dict:
+def _child(engine: str, families: list[str], sizes: list[int], class_sizes: list[int]) -> dict:
     p = subprocess.run([sys.executable, "-c", CHILD, engine, ",".join(families),
-                        ",".join(map(str, sizes))], env=child_env(), capture_output=True,
-                       text=True, timeout=3600)
+                        ",".join(map(str, sizes)), ",".join(map(str, class_sizes))],
+                       env=child_env(), capture_output=True, text=True, timeout=3600)
     if p.returncode:
         raise SystemExit(f"{engine} child failed:\n{p.stderr[-3000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -108,17 +117,20 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--class-sizes", default=",".join(map(str, CLASS_SIZES)),
+                    help="boxes of the 80-class scenes")
     ap.add_argument("--rounds", type=int, default=3, help="child processes per engine")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "bench_nms.txt"),
                     help="results file ('' for none)")
     a = ap.parse_args(argv)
     families, sizes = a.families.split(","), [int(s) for s in a.sizes.split(",")]
+    class_sizes = [int(s) for s in a.class_sizes.split(",")]
     rng = random.Random(0)
     rounds = []
     for r in range(a.rounds):
         res = {}
         for engine in rng.sample(["ort", "pyge"], 2):
-            res[engine] = _child(engine, families, sizes)
+            res[engine] = _child(engine, families, sizes, class_sizes)
         rounds.append(res)
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)
     lines = [f"{'case':<18}{'kept':>8}{'ort ms':>11}{'pyge ms':>11}{'pyge/ort':>10}"]

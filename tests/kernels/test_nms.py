@@ -1,8 +1,8 @@
-"""NonMaxSuppression (kernels/nn_nms.py, nn_nms_graph.py) against onnxruntime, index for
-index: random scenes at several sizes and densities, ties in scores, both box formats,
-flipped corners, degenerate and non-finite boxes, small max_output_boxes_per_class (the
-block path), chains of overlaps (the in-order finish), the grid's coarsening and chunking,
-and the refusals."""
+"""NonMaxSuppression (kernels/nn_nms.py, nn_nms_graph.py, nn_nms_sweep.py) against
+onnxruntime, index for index, each test with each of the two pair finders: random scenes at
+several sizes and densities, ties in scores, both box formats, flipped corners, degenerate
+and non-finite boxes, small max_output_boxes_per_class (the block path), chains of overlaps
+(the in-order finish), the grid's coarsening and chunking, and the refusals."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,6 +14,14 @@ from pyge.kernels import nn_nms, nn_nms_graph
 from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")
+
+
+@pytest.fixture(autouse=True, params=["sweep", "grid"])
+def pair_finder(request, monkeypatch):
+    """Every test runs with each pair finder: the sweep for every size, then the grid join
+    for every size (the default picks by the longest group, nn_nms.SMALL_N)."""
+    monkeypatch.setattr(nn_nms, "SMALL_N", 10 ** 9 if request.param == "sweep" else -1)
+    return request.param
 
 
 def _model(center=0, with_thr=True):
@@ -211,10 +219,12 @@ def test_float64_boxes_select_as_in_float64():
     np.testing.assert_array_equal(got, exp)
 
 
-def test_score_order_is_a_stable_descending_sort_with_nan_last():
+@pytest.mark.parametrize("numpy_sort", [0, 1 << 17])
+def test_score_order_is_a_stable_descending_sort_with_nan_last(numpy_sort, monkeypatch):
     """float32 scores are sorted as integer keys: the same order as a stable sort of the
     negated floats (equal scores by index, 0.0 equal to -0.0, infinities, denormals, NaN
-    last)."""
+    last), by torch's sort and by numpy's."""
+    monkeypatch.setattr(nn_nms, "NUMPY_SORT", numpy_sort)
     rng = np.random.default_rng(11)
     pool = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, np.nan, np.inf, -np.inf, 1e-40, -1e-40,
                      3.4e38], np.float32)

@@ -11,7 +11,10 @@ Selection is vectorised on the host, in numpy (nn_nms_graph.py): the suppressing
 from a spatial join and greedy selection is resolved over those pairs, all (batch, class)
 groups at once. Candidates are taken in blocks by score rank, each joined with the boxes kept
 so far; later candidates cannot change what was kept before them, so a group stops once it
-has max_output_boxes_per_class. Data-dependent output: a HOST_OP.
+has max_output_boxes_per_class. Two joins find the pairs: a grid (nn_nms_graph.py), whose
+cost follows the overlapping pairs, and, where no group has more than SMALL_N candidates, a
+sweep on x (nn_nms_sweep.py) with far fewer numpy calls but more pairs examined. Data-
+dependent output: a HOST_OP.
 """
 from __future__ import annotations
 
@@ -20,10 +23,22 @@ import torch
 
 from ._util import node_error, run_error
 from .nn_nms_graph import greedy_keep, suppressing_pairs
+from .nn_nms_sweep import Line, sweep_pairs
 from .registry import register
 
 # Candidates in the first block by score rank (the blocks double from there).
 BLOCK = 2048
+# Up to this many candidates in the longest group, the pairs come from the sweep. Its first
+# block holds about SMALL_BLOCK candidates over all groups (4 ranks of each at least), the
+# blocks grow GROW-fold, and only a block of SMALL_JUMP ranks or more that kept most of its
+# candidates brings the rest at once: a detector's best few boxes per class are mostly kept
+# (one per object), and all the rest would then be joined among themselves.
+SMALL_N = 5000
+SMALL_BLOCK = 256
+GROW = 4
+SMALL_JUMP = 64
+# Up to this many scores in all, numpy sorts them (see _score_order).
+NUMPY_SORT = 1 << 17
 
 
 def _corners(b: np.ndarray, center: bool):
@@ -39,53 +54,64 @@ def _corners(b: np.ndarray, center: bool):
 class _Boxes:
     """The flattened [batch * boxes] corners and areas, and which boxes can take part in a
     suppression at all (positive extents, finite positive area)."""
-    __slots__ = ("xmin", "xmax", "ymin", "ymax", "area", "joinable")
+    __slots__ = ("xmin", "xmax", "ymin", "ymax", "area", "joinable", "line")
 
-    def __init__(self, boxes: np.ndarray, center: bool):
+    def __init__(self, boxes: np.ndarray, center: bool, groups: int, sweep: bool):
         self.xmin, self.xmax, self.ymin, self.ymax = (t.reshape(-1) for t in
                                                       _corners(boxes, center))
         with np.errstate(all="ignore"):
             self.area = (self.xmax - self.xmin) * (self.ymax - self.ymin)
             self.joinable = (self.xmax > self.xmin) & (self.ymax > self.ymin) \
                 & np.isfinite(self.area) & (self.area > 0)
+        self.line = None
+        if sweep and self.joinable.any():
+            self.line = Line(self.xmin, self.xmax, self.ymin, self.ymax, groups, self.joinable)
 
     def pairs(self, at, group, fixed, thr, among_open=True):
-        return suppressing_pairs(self.xmin[at], self.xmax[at], self.ymin[at], self.ymax[at],
-                                 self.area[at], group, fixed, thr, among_open)
+        """The suppressing pairs among the boxes `at` (see suppressing_pairs)."""
+        coords = (self.xmin[at], self.xmax[at], self.ymin[at], self.ymax[at], self.area[at])
+        if self.line is None:
+            return suppressing_pairs(*coords, group, fixed, thr, among_open)
+        return sweep_pairs(*coords, group, fixed, thr, among_open, self.line, at)
 
 
 class _Blocks:
-    """Rank ranges [lo, hi) of the candidate blocks, each twice the size of the one before.
+    """Rank ranges [lo, hi) of the candidate blocks, each `grow` times the one before.
     Blocks keep the join small where most candidates end up suppressed: a block's
     candidates meet the boxes kept before it first, and only those that survive are joined
     among themselves. A small max_output_boxes_per_class starts them smaller, so that a group
     can stop early. Where a block kept most of its candidates, the rest comes in one block:
     few will be suppressed, and every block joins all the boxes kept so far again."""
 
-    def __init__(self, longest: int, max_out: int):
+    def __init__(self, longest: int, max_out: int, first: int = BLOCK, grow: int = 2):
         self.longest = longest
-        self.step = BLOCK if max_out >= longest else min(BLOCK, max(2 * max_out, 256))
+        self.step = first if max_out >= longest else min(first, max(2 * max_out, 256))
         self.lo = 0
         self.first = True
+        self.grow = grow
 
     def next(self, kept_most: bool) -> tuple[int, int] | None:
         if self.lo >= self.longest and not self.first:
             return None
         self.first = False
         lo, hi = self.lo, min(self.lo + self.step, self.longest)
-        self.lo, self.step = hi, self.longest if kept_most else 2 * self.step
+        self.lo, self.step = hi, self.longest if kept_most else self.grow * self.step
         return lo, hi
 
 
 def _score_order(s: np.ndarray) -> np.ndarray:
     """Per row, the indices by descending score, the lower index first among equal scores
-    (0.0 and -0.0 included), NaN last. float32 scores become integer keys of the same order
-    for torch's integer sort, several times faster than a stable float sort."""
+    (0.0 and -0.0 included), NaN last. float32 scores become integer keys of the same order,
+    sorted by numpy up to NUMPY_SORT scores and by torch's integer sort beyond (several times
+    a stable float sort, but its threads cost more than they give on small inputs, the more
+    so on a busy machine)."""
     if s.dtype != np.float32:
         return np.argsort(-s, axis=1, kind="stable")
     bits = (s + np.float32(0)).view(np.int32).astype(np.int64)     # -0.0 + 0.0 is 0.0
     key = bits ^ ((bits >> 31) & 0x7FFFFFFF)                        # float order as ints
     key = np.where(np.isnan(s), np.int64(1) << 40, -key)            # descending, NaN last
+    if key.size <= NUMPY_SORT:
+        return np.argsort(key, axis=1, kind="stable")
     return torch.sort(torch.from_numpy(key), dim=1, stable=True)[1].numpy()
 
 
@@ -132,10 +158,15 @@ def select(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr, score_t
     nb, nc, n = scores.shape
     if max_out <= 0 or n == 0 or nc == 0:
         return np.zeros((0, 3), np.int64)
-    bx = _Boxes(boxes, center)
     g_all, r_all, box_all, longest = _candidates(scores, score_thr)
+    small = longest <= SMALL_N
+    bx = _Boxes(boxes, center, nb * nc, small)
     at_all = (g_all // nc) * n + box_all
-    blocks = _Blocks(longest, max_out)
+    if small:
+        groups = max(int(np.count_nonzero(np.bincount(g_all))), 1)
+        blocks = _Blocks(longest, max_out, max(SMALL_BLOCK // groups, 4), GROW)
+    else:
+        blocks = _Blocks(longest, max_out)
     kept_g, kept_at = [], []
     kept_count = np.zeros(nb * nc, np.int64)
     prev_g = prev_at = np.zeros(0, np.int64)
@@ -158,7 +189,8 @@ def select(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr, score_t
         joined = bx.joinable[kat]
         prev_g = np.concatenate([prev_g, kg[joined]])
         prev_at = np.concatenate([prev_at, kat[joined]])
-        span = blocks.next(2 * kg.size > g.size)
+        span = blocks.next(2 * kg.size > g.size
+                           and (not small or span[1] - span[0] >= SMALL_JUMP))
     g, at = np.concatenate(kept_g), np.concatenate(kept_at)
     if len(kept_g) > 1:     # blocks come by rank: a stable sort by group restores the order
         idx = np.argsort(g, kind="stable")

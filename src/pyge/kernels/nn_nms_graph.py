@@ -130,7 +130,7 @@ def suppressing_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr, among_ope
         m = n[start:stop]
         i = np.repeat(src[start:stop], m)
         j = np.repeat(lo[start:stop] - (np.cumsum(m) - m), m) + np.arange(i.size)
-        hit = _suppresses(coords, i, j, thr)
+        hit = suppresses(coords, i, j, thr)
         a, b = box[i[hit]], box[j[hit]]
         sa.append(np.minimum(a, b))
         sb.append(np.maximum(a, b))
@@ -140,7 +140,7 @@ def suppressing_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr, among_ope
     return np.concatenate(sa), np.concatenate(sb)
 
 
-def _suppresses(coords, i, j, thr):
+def suppresses(coords, i, j, thr):
     """onnxruntime's SuppressByIOU for the pairs (i[k], j[k]): the k that suppress. The
     pairs that do not overlap in x (most, on a grid) are dropped before the rest is read."""
     xmin, xmax, ymin, ymax, area = coords
