@@ -9,6 +9,10 @@ ReLU after it, as the fused models run it) one process times, interleaved call b
     prepacked   torch.ops.mkldnn_prepacked.conv2d_prepack / conv2d_run, the context that
                 torch.jit freezing makes (weight prepacked with the input size)
     F.conv2d    torch's own convolution on the channels-last input, then ReLU
+    blocked     torch.mkldnn_convolution on oneDNN's own blocked tensor layout (Tensor.to_mkldnn,
+                the weight by mkldnn_reorder_conv2d_weight), then ReLU on that layout: a
+                model kept in oneDNN's layout between operators, as onnxruntime keeps NCHWc;
+                the input's conversion is outside the timing
     gemm        1x1 convolutions with one group only: torch.addmm on the channels-last
                 activation viewed as a [N*H*W, C] matrix, then ReLU
 
@@ -127,6 +131,10 @@ def _forms(c: dict) -> dict:
                                                         "relu")
         forms["prepacked"] = lambda: torch.ops.mkldnn_prepacked.conv2d_run(x, ctx)
     forms["F.conv2d"] = lambda: torch.relu_(F.conv2d(x, w, b, s, p, 1, g))
+    if torch.backends.mkldnn.is_available():
+        xm = x.to_mkldnn()
+        wm = torch._C._nn.mkldnn_reorder_conv2d_weight(w.to_mkldnn(), p, s, [1, 1], g)
+        forms["blocked"] = lambda: torch.relu(torch.mkldnn_convolution(xm, wm, b, p, s, [1, 1], g))
     k, cin = c["w"][0], c["x"][1]
     if c["w"][2:] == [1, 1] and g == 1 and s == [1, 1] and not any(c["pads"]):
         wt = w.reshape(k, cin).t().contiguous()
@@ -138,7 +146,10 @@ def _forms(c: dict) -> dict:
         forms["gemm"] = gemm
     want = forms["pyge"]()
     for name, f in forms.items():
-        if not torch.allclose(f(), want, rtol=1e-3, atol=1e-3):
+        got = f()
+        if got.layout == torch._mkldnn:
+            got = got.to_dense()
+        if not torch.allclose(got, want, rtol=1e-3, atol=1e-3):
             raise SystemExit(f"{c}: {name} disagrees with pyge's kernel")
     return forms
 
@@ -189,7 +200,7 @@ def main(argv=None) -> int:
             "pads": [0, 0, 0, 0], "group": 1}
     cases.append(tiny)
     ort_us = _ort(cases, a.calls, a.threads, a.clock)
-    forms = ["pyge", "prepacked", "F.conv2d", "gemm"]
+    forms = ["pyge", "prepacked", "F.conv2d", "blocked", "gemm"]
     lines = [f"{'case':<50}" + "".join(f"{f:>11}" for f in forms + ["ort"])
              + "".join(f"{f + '/pyge':>15}" for f in forms[1:] + ["ort"])]
     sums = dict.fromkeys(forms + ["ort"], 0.0)
