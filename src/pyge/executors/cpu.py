@@ -12,8 +12,9 @@ aborts the run and is re-raised at once, without waiting for the other streams. 
 still inside a kernel then cannot be stopped (Python cannot stop a thread): it is
 abandoned, it leaves as soon as that kernel returns, and the next run starts a fresh worker
 for its stream instead of queueing behind it. An executor with an arena (fixed buffers
-that the abandoned kernel may still write) fails the next run instead, naming the node
-still running, until that kernel has returned.
+that the abandoned kernel may still write: arena=True, or kernels writing into planned
+buffers, into.py) fails the next run instead, naming the node still running, until that
+kernel has returned.
 
 Events. Each run gets a fresh `_Job`: the value table, one flag per logical event and one
 Condition. RECORD sets a flag and wakes waiters; WAIT returns at once if the flag is set,
@@ -68,6 +69,7 @@ from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device
 from .codegen import Aborted, compile_program, local_values, output_kinds, result_checkers
 from .contention import TeamSizer
 from .host_memory import tune_host_malloc
+from .into import Into, plan_into
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +216,9 @@ class CpuExecutor:
     name = "cpu"
 
     def __init__(self, graph: Graph, plan: Plan, device: Any = "cpu", options=None,
-                 arena: bool = False, calls=None):
+                 arena: bool = False, calls=None, into: bool = True):
+        """`arena`: copy every result into its planned place (a test of the memory plan);
+        `into`: else let kernels that can write into planned buffers do (into.py)."""
         self.plan = plan
         self.graph = graph
         self.device = device
@@ -241,6 +245,8 @@ class CpuExecutor:
         self._kinds = output_kinds(plan)
         self._checks = result_checkers(plan, self._kinds)
         self._programs: dict[bool, tuple] = {}   # hooked -> (kernels they were made from, programs)
+        self._into_on = into and not arena and str(device) == "cpu"
+        self._into: tuple | None = None          # (kernels it was made from, Into)
         self.programs(False)
         self.forced = forced = parse_options(options)["pyge.intraOpThreads"]
         self._sizer = TeamSizer()
@@ -262,18 +268,26 @@ class CpuExecutor:
         first need and again if `kernels` was replaced."""
         made = self._programs.get(hooked)
         if made is None or made[0] is not self.kernels:
+            calls = self.into().calls if self.into() else None
             made = self._programs[hooked] = (self.kernels, {
                 s: compile_program(self.plan, self._steps[s], s, s, self.kernels, self._owner,
-                                   self._kinds, self._checks, hooked=hooked)
+                                   self._kinds, self._checks, hooked=hooked, into=calls)
                 for s in self.busy})
         return made[1]
+
+    def into(self) -> Into:
+        """Which nodes write into planned buffers (into.py), for the current kernels."""
+        if self._into is None or self._into[0] is not self.kernels:
+            self._into = (self.kernels, plan_into(self.plan, self.kernels) if self._into_on
+                          else Into([None] * len(self.plan.nodes), None, 0))
+        return self._into[1]
 
     # -- workers -----------------------------------------------------------------------
     def _ensure_workers(self) -> None:
         """A live worker for every side stream: the first run starts them; later runs
         replace one that died or was abandoned inside a kernel by an interrupted run."""
         self._abandoned[:] = [(t, s) for t, s in self._abandoned if t.is_alive()]
-        if self.arena is not None and self._abandoned:
+        if (self.arena is not None or self.into()) and self._abandoned:
             t, s = self._abandoned[0]
             ni = busy_node(t)
             what = self.descs[ni] if ni >= 0 else f"a node of stream {s}"

@@ -10,6 +10,10 @@ holds these boundaries: the weight's element count K*N from which a product take
 packed path; below it torch's call runs. The rows are counted per call, so one kernel serves
 every batch size. `python benchmarks/bench_small_ops.py --gemm` measures the table on a
 machine (docs/performance.md, "Small operators", has the figures it was read from).
+
+Both kernels return new tensors (marked fresh, executors/into.py). A MatMul of two 2-D float
+operands whose shapes the plan knows, where torch's path runs for its row count, also
+writes into a buffer of the memory plan (torch.mm with out=: what matmul calls for 2-D).
 """
 from __future__ import annotations
 
@@ -37,12 +41,30 @@ def packed_wins(rows: int, k: int, n: int) -> bool:
 def matmul(ctx):
     linear = _packed_linear(ctx, 1, False)
     if linear is None:
-        return direct(lambda xs: [torch.matmul(xs[0], xs[1])], torch.matmul)
-
-    def fn(xs):
-        y = linear(xs[0], xs[1], None)
-        return [y if y is not None else torch.matmul(xs[0], xs[1])]
+        fn = direct(lambda xs: [torch.matmul(xs[0], xs[1])], torch.matmul)
+    else:
+        def fn(xs):
+            y = linear(xs[0], xs[1], None)
+            return [y if y is not None else torch.matmul(xs[0], xs[1])]
+    fn.fresh = True
+    fn.into = _mm_into(linear is not None)
     return fn
+
+
+def _mm_into(packs: bool):
+    """MatMul's `into` (executors/into.py): torch.mm for 2-D operands of one float dtype,
+    unless the packed product runs for this row count (`packs`: the kernel may pack)."""
+    def into(ins, out):
+        if out is None or len(ins) != 2 or None in ins:
+            return None
+        (da, sa), (db, sb) = ins
+        if not da == db == out[0] in ("float32", "float64") or len(sa) != 2 or len(sb) != 2 \
+                or sa[1] != sb[0] or out[1] != (sa[0], sb[1]):
+            return None
+        if packs and da == "float32" and packed_wins(sa[0], sb[0], sb[1]):
+            return None
+        return torch.mm
+    return into
 
 
 def _packed_linear(ctx, b_index: int, transposed: bool):
@@ -106,4 +128,5 @@ def gemm(ctx):
             return [((a @ b) * alpha + xs[2] * beta).to(a.dtype)]
         out = torch.mm(a, b) if a.dtype in FLOAT_TYPES else a @ b
         return [(out * alpha).to(out.dtype) if alpha != 1.0 else out]
+    fn.fresh = True
     return fn
