@@ -169,9 +169,8 @@ def outputs_to_numpy(plan: Plan, env_out: list[Any], owned: Any = (),
     not copied. `positions` (select_outputs') picks the outputs to hand over, in that order;
     `env_out` holds every output. `owned_keys`: storage_keys of more owned tensors, taken
     once (an executor's constants: the same tensors every run)."""
-    seen = {_storage(t) for t in owned if isinstance(t, torch.Tensor) and t.device.type == "cpu"}
-    seen.update(owned_keys)
-    return {plan.values[vi].name: _host(_unshared(x, seen))
+    seen = {_storage(t) for t in owned if isinstance(t, torch.Tensor) and t.is_cpu}
+    return {plan.values[vi].name: _host(_unshared(x, seen, "cpu", owned_keys))
             for vi, x in zip(pick(plan.outputs, positions), pick(env_out, positions))}
 
 
@@ -194,19 +193,21 @@ def unshared(outs: list[Any], owned: Any = ()) -> list[Any]:
     return [_unshared(x, seen, None) for x in outs]
 
 
-def _unshared(x: Any, seen: set[int], device_type: str | None = "cpu") -> Any:
-    """x, or a copy where it shares storage with `seen` or a held tensor (adds x's); only
-    tensors on `device_type` (None: any device). String values (numpy object arrays: a
-    Constant's, an initializer's, or a view of one) are always copied: they are small and
-    numpy views give no cheap way to tell a fresh one."""
+def _unshared(x: Any, seen: set[int], device_type: str | None = "cpu",
+              also: frozenset = frozenset()) -> Any:
+    """x, or a copy where it shares storage with `seen`, `also` or a held tensor (adds x's
+    to `seen`); only tensors on `device_type` (None: any device). String values (numpy
+    object arrays: a Constant's, an initializer's, or a view of one) are always copied:
+    they are small and numpy views give no cheap way to tell a fresh one."""
     if isinstance(x, list):
-        return [_unshared(e, seen, device_type) for e in x]
+        return [_unshared(e, seen, device_type, also) for e in x]
     if isinstance(x, np.ndarray) and x.dtype == object:
         return x.copy()
     if isinstance(x, torch.Tensor) and x.numel() > 0 \
-            and (device_type is None or x.device.type == device_type):
+            and (device_type is None or (x.is_cpu if device_type == "cpu"
+                                         else x.device.type == device_type)):
         key = _storage(x)
-        if key in seen or is_held(x):
+        if key in seen or key in also or is_held(x):
             return x.clone()
         seen.add(key)
     return x
