@@ -64,7 +64,7 @@ from ..ir.graph import Graph
 from ..options import parse_options
 from ..plan.order import merged_order
 from ..plan.plan import Plan
-from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device,
+from .base import (Arena, build_kernels, check_feeds, constants, fast_feeds, feeds_to_device,
                    node_descriptions, outputs_to_numpy, select_outputs, storage_keys)
 from .codegen import Aborted, compile_program, local_values, output_kinds, result_checkers
 from .contention import TeamSizer
@@ -236,6 +236,7 @@ class CpuExecutor:
         self.descs = node_descriptions(graph, plan)
         self.consts = constants(graph, plan, device)
         self._const_keys = storage_keys(self.consts.values())     # constants: the same every run
+        self._fast_feeds = fast_feeds(plan) if str(device) == "cpu" else (lambda feeds: None)
         self._env0: list[Any] = [None] * len(plan.values)         # a run's table starts as this
         for vi, t in self.consts.items():
             self._env0[vi] = t
@@ -335,7 +336,8 @@ class CpuExecutor:
         """Outputs by name (only `output_names`, in that order, when given)."""
         plan = self.plan
         picked = select_outputs(plan, output_names)
-        arrays = check_feeds(self.graph, plan, feeds)
+        fed = self._fast_feeds(feeds)
+        arrays = check_feeds(self.graph, plan, feeds) if fed is None else None
         with self._lock:
             # forced threads stay; else smaller teams while the machine is busy (contention.py)
             team = self._sizer.begin(self.threads) if self.threads > 1 and not self.forced \
@@ -343,7 +345,8 @@ class CpuExecutor:
             job = _Job(list(self._env0), len(plan.events), self.busy[1:], hooks,
                        self.programs(hooks is not None), team, min(self.side_threads, team or 1))
             env = job.env
-            fed = feeds_to_device(arrays, self.device)
+            if fed is None:
+                fed = feeds_to_device(arrays, self.device)
             for vi, t in zip(plan.inputs, fed):
                 env[vi] = t
             try:

@@ -18,7 +18,7 @@ from ..ir.graph import Graph
 from ..options import parse_options
 from ..plan.order import merged_order
 from ..plan.plan import LAUNCH, Plan
-from .base import (build_kernels, check_feeds, constants, feeds_to_device, node_descriptions,
+from .base import (build_kernels, check_feeds, constants, fast_feeds, feeds_to_device, node_descriptions,
                    outputs_to_numpy, select_outputs, storage_keys)
 from .codegen import compile_program, local_values, output_kinds, result_checkers
 from .contention import TeamSizer
@@ -59,6 +59,7 @@ class SequentialExecutor:
         self._env0: list[Any] = [None] * len(plan.values)         # a run's table starts as this
         for vi, t in self.consts.items():
             self._env0[vi] = t
+        self._fast_feeds = fast_feeds(plan) if str(device) == "cpu" else (lambda feeds: None)
         self.order = merged_order(plan)
         self._steps = [(LAUNCH, ni) for ni in self.order]
         self._owner = local_values(plan, [self._steps])
@@ -115,9 +116,10 @@ class SequentialExecutor:
 
     def _run(self, feeds: Mapping[str, Any], hooks, picked) -> dict[str, Any]:
         plan = self.plan
-        arrays = check_feeds(self.graph, plan, feeds)
+        fed = self._fast_feeds(feeds)
+        if fed is None:
+            fed = feeds_to_device(check_feeds(self.graph, plan, feeds), self.device)
         env = list(self._env0)
-        fed = feeds_to_device(arrays, self.device)
         for vi, t in zip(plan.inputs, fed):
             env[vi] = t
         job = _Solo(hooks)
