@@ -259,3 +259,16 @@ def test_concurrent_runs_of_one_executor_each_get_their_own_results():
     for t in ts:
         t.join(60)
     assert not bad
+
+
+def test_broadcast_is_numpys():
+    from pyge.kernels.elementwise import broadcast
+    rng = random.Random(0)
+    for _ in range(2000):
+        shapes = [tuple(rng.choice([0, 1, 2, 3]) for _ in range(rng.randrange(0, 4)))
+                  for _ in range(rng.randrange(1, 4))]
+        try:
+            want = tuple(np.broadcast_shapes(*shapes))
+        except ValueError:
+            want = None
+        assert broadcast(shapes) == want, shapes

@@ -36,8 +36,10 @@ stay right.
 """
 from __future__ import annotations
 
+import gc
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 
 from ..kernels.convert import torch_dtype
@@ -66,58 +68,73 @@ def _static(v) -> tuple | None:
     return v.dtype, tuple(v.shape)
 
 
-def _readers(plan: Plan) -> list[list[int]]:
-    out: list[list[int]] = [[] for _ in plan.values]
+def _view(raw: np.ndarray, v) -> torch.Tensor:
+    """Value v's tensor over `raw` (its planned bytes): numpy's view and reshape, then one
+    from_numpy (cheaper than torch's three steps); through torch for a type numpy lacks."""
+    try:
+        return torch.from_numpy(raw.view(np.dtype(v.dtype)).reshape(v.shape))
+    except TypeError:                                    # bfloat16
+        return torch.from_numpy(raw).view(torch_dtype(v.dtype)).reshape(v.shape)
+
+
+def _fresh_readers(plan: Plan, kernels: Sequence[Callable]) -> list[bool]:
+    """Per value, whether every node reading it has a fresh kernel (no list per value:
+    this runs once per executor, on graphs of 100,000 nodes too)."""
+    ok = [True] * len(plan.values)
     for n in plan.nodes:
-        for vi in dict.fromkeys(n.inputs):
-            if vi >= 0:
-                out[vi].append(n.index)
-    return out
+        if not getattr(kernels[n.index], "fresh", False):
+            for vi in n.inputs:
+                if vi >= 0:
+                    ok[vi] = False
+    return ok
 
 
 def plan_into(plan: Plan, kernels: Sequence[Callable]) -> Into:
-    """Which nodes write into planned views (module doc); the views are allocated here."""
-    readers = _readers(plan)
-    mem = plan.memory
-    span: dict[int, tuple[int, int]] = {}       # value -> its planned [start, end) bytes
+    """Which nodes write into planned views (module doc); the views are allocated here.
+    Once per executor, linear in the plan (the cyclic collector is paused meanwhile: it
+    would rescan the plan's objects for every few hundred tensors made)."""
+    if plan.memory is None or not plan.memory.buffers:
+        return Into([None] * len(plan.nodes), None, 0)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _plan_into(plan, kernels)
+    finally:
+        if was_enabled:
+            gc.enable()
 
-    def where(vi: int) -> tuple[int, int] | None:
-        v = plan.values[vi]
-        if v.buffer < 0 or mem is None or v.nbytes <= 0:
-            return None
-        off = mem.buffers[v.buffer].offset
-        return off, off + v.nbytes
 
-    def writable(vi: int) -> bool:
-        v = plan.values[vi]
-        return (where(vi) is not None and torch_dtype(v.dtype) is not None
-                and _static(v) is not None and not (v.is_output or v.is_input or v.is_const)
-                and all(getattr(kernels[r], "fresh", False) for r in readers[vi]))
-
-    targets: list[Any] = [None] * len(plan.nodes)    # node -> (fn, value written) | None
+def _plan_into(plan: Plan, kernels: Sequence[Callable]) -> Into:
+    fresh = _fresh_readers(plan, kernels)
+    offsets = [b.offset for b in plan.memory.buffers]
+    values = plan.values
+    span: dict[int, tuple[int, int]] = {}       # value written -> its planned [start, end)
+    calls: list[Any] = [None] * len(plan.nodes)
     for n in plan.nodes:
         choose = getattr(kernels[n.index], "into", None)
-        if choose is None or len(n.outputs) != 1 or not n.inputs or min(n.inputs) < 0 \
-                or not writable(n.outputs[0]):
+        if choose is None or len(n.outputs) != 1 or not n.inputs or min(n.inputs) < 0:
             continue
-        y = n.outputs[0]
-        lo, hi = where(y)
-        if any((r := where(i)) is not None and r[0] < hi and lo < r[1] for i in n.inputs):
+        y = values[n.outputs[0]]
+        if y.buffer < 0 or y.nbytes <= 0 or not fresh[y.index] or y.is_output \
+                or y.is_input or y.is_const or torch_dtype(y.dtype) is None:
+            continue
+        lo = offsets[y.buffer]
+        hi = lo + y.nbytes
+        ins = [values[i] for i in n.inputs]
+        if any(v.buffer >= 0 and offsets[v.buffer] < hi and lo < offsets[v.buffer] + v.nbytes
+               for v in ins):
             continue                 # (the planner never overlaps a node's input and output)
-        fn = choose([_static(plan.values[i]) for i in n.inputs], _static(plan.values[y]))
+        out = _static(y)
+        fn = choose([_static(v) for v in ins], out) if out is not None else None
         if fn is not None:
-            targets[n.index] = (fn, y)
-            span[y] = (lo, hi)
+            calls[n.index] = (fn, y.index)
+            span[y.index] = (lo, hi)
     if not span:
-        return Into([None] * len(plan.nodes), None, 0)
+        return Into(calls, None, 0)
     size = max(hi for _, hi in span.values())
     base = torch.empty(size, dtype=torch.uint8).numpy()   # (torch's allocation is aligned)
-    views = {}
-    for vi, (lo, hi) in span.items():
-        v = plan.values[vi]
-        views[vi] = torch.from_numpy(base[lo:hi]).view(torch_dtype(v.dtype)).reshape(v.shape)
-    calls: list = [None] * len(plan.nodes)
-    for ni, t in enumerate(targets):
-        if t is not None:
-            calls[ni] = (t[0], views[t[1]])
+    views = {vi: _view(base[lo:hi], values[vi]) for vi, (lo, hi) in span.items()}
+    for ni, c in enumerate(calls):
+        if c is not None:
+            calls[ni] = (c[0], views[c[1]])
     return Into(calls, torch.from_numpy(base), size)

@@ -30,12 +30,24 @@ def float_into(out_fn):
             return None
         if out[0] not in FLOAT_NAMES or any(i[0] != out[0] for i in ins):
             return None
-        try:
-            shape = tuple(torch.broadcast_shapes(*(i[1] for i in ins)))
-        except RuntimeError:
-            return None
-        return out_fn if shape == out[1] else None
+        return out_fn if broadcast([i[1] for i in ins]) == out[1] else None
     return into
+
+
+def broadcast(shapes: list[tuple]) -> tuple | None:
+    """numpy's broadcast of static shapes (None: they do not broadcast); plain Python, as
+    executors/into.py asks it once per node (torch.broadcast_shapes costs far more)."""
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return first
+    rank = max(len(s) for s in shapes)
+    out = []
+    for k in range(rank):
+        dims = {s[k - rank + len(s)] for s in shapes if k - rank + len(s) >= 0} - {1}
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
 
 
 def fresh(factory, into=None):
