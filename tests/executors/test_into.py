@@ -272,3 +272,48 @@ def test_broadcast_is_numpys():
         except ValueError:
             want = None
         assert broadcast(shapes) == want, shapes
+
+
+@pytest.mark.parametrize("wrong_plan", [False, True], ids=["plan", "A-shares-with-N"])
+def test_a_value_read_late_on_another_stream_is_not_overwritten(wrong_plan):
+    """A (written into its buffer on stream 0) is read on stream 1 only after a slow kernel
+    there, while stream 0 goes on writing into buffers: none may take A's bytes early. With
+    a wrong plan (stream 0's N values put in A's bytes, unordered with B) the test fails."""
+    import time
+    b = pyge.GraphBuilder("late_reader")
+    x = b.input("x", "float32", (4, 8))
+    a = b.op("Tanh", [x], name="A")
+    d = b.op("Abs", [x], name="Slow")
+    late = b.op("Mul", [a, d], name="B")
+    h = x
+    for i in range(8):
+        h = b.op("Sigmoid", [b.op("Neg", [h], name=f"N{i}")], name=f"S{i}")
+    b.output(b.op("Add", [late, h], name="Y"), "y")
+    g = b.build()
+    streams = {n.name: 0 for n in g.nodes}
+    streams.update({"Slow": 1, "B": 1})
+    single = pyge.compile(g, "cpu", {"ge.enableSingleStream": "true"})
+    multi = replan(single, streams)
+    a_buffer = next(v.buffer for v in multi.plan.values if v.name == "A_out")
+    if wrong_plan:
+        for v in multi.plan.values:
+            if v.name.startswith("N") and v.buffer >= 0:
+                v.buffer = a_buffer
+    ex = CpuExecutor(multi.graph, multi.plan, "cpu", multi.options)
+
+    def slow(xs):
+        time.sleep(0.01)
+        return [xs[0].abs()]
+    ex.kernels = [slow if n.name == "Slow" else k for n, k in zip(multi.plan.nodes, ex.kernels)]
+    assert {"A", "N0", "S7"} <= _written(ex)
+    rng = np.random.default_rng(4)
+    try:
+        for _ in range(5):
+            feeds = {"x": rng.standard_normal((4, 8)).astype(np.float32)}
+            got, want = ex.run(feeds), _ort(graph_to_model(single.graph), feeds)
+            if wrong_plan:
+                assert not np.allclose(got["y"], want["y"], atol=1e-5)
+            else:
+                _close(got, want)
+    finally:
+        ex.close()
