@@ -317,3 +317,47 @@ def test_a_value_read_late_on_another_stream_is_not_overwritten(wrong_plan):
                 _close(got, want)
     finally:
         ex.close()
+
+
+def _gemm_model(rows, k, n, ta, tb, alpha, beta, bias):
+    """Gemm -> Relu -> Gemm (k x n then n x n); the first Gemm's value is planned."""
+    rng = np.random.default_rng(k + n + rows)
+    w1 = (rng.standard_normal((n, k) if tb else (k, n)) / np.sqrt(k)).astype(np.float32)
+    w2 = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")]
+    ins = ["x", "w1"]
+    if bias is not None:
+        inits.append(numpy_helper.from_array(rng.standard_normal(bias).astype(np.float32), "c"))
+        ins.append("c")
+    attrs = {"transA": ta, "transB": tb, "alpha": alpha, "beta": beta}
+    nodes = [helper.make_node("Gemm", ins, ["g"], name="G", **attrs),
+             helper.make_node("Relu", ["g"], ["r"], name="R"),
+             helper.make_node("Gemm", ["r", "w2"], ["y"], name="G2")]
+    xshape = [k, rows] if ta else [rows, k]
+    graph = helper.make_graph(nodes, "gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, xshape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, n])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), xshape
+
+
+GEMM_CASES = [  # rows, k, n, transA, transB, alpha, beta, bias shape, written?
+    (1, 16, 8, 0, 1, 1.0, 1.0, (8,), True),
+    (3, 16, 8, 1, 0, 0.5, 2.0, (3, 8), True),
+    (3, 16, 8, 0, 0, 1.0, 1.0, (3, 1), True),
+    (2, 16, 8, 0, 1, 1.0, 1.0, (), True),
+    (2, 16, 8, 0, 1, 1.0, 1.0, None, True),
+    (2, 16, 8, 0, 1, 2.0, 1.0, None, False),         # alpha without C: left to the kernel
+    (1, 384, 384, 0, 1, 1.0, 1.0, (384,), True),     # one row: torch's product
+    (2, 384, 384, 0, 1, 1.0, 1.0, (384,), False),    # 2-63 rows: packed
+    (2, 384, 384, 0, 1, 1.0, 1.0, (2, 384), True),   # a bias oneDNN cannot take: addmm
+]
+
+
+@pytest.mark.parametrize("rows,k,n,ta,tb,alpha,beta,bias,written", GEMM_CASES)
+def test_gemm_writes_into_its_buffer_where_torch_runs_and_matches_onnxruntime(
+        rows, k, n, ta, tb, alpha, beta, bias, written):
+    mp, xshape = _gemm_model(rows, k, n, ta, tb, alpha, beta, bias)
+    cm = pyge.compile(pyge.load_onnx(mp), "cpu", {})
+    assert ("G" in _written(cm.executor)) is written
+    x = np.random.default_rng(rows).standard_normal(xshape).astype(np.float32)
+    for _ in range(2):
+        _close(cm.run({"x": x}), _ort(mp, {"x": x}), tol=1e-4)

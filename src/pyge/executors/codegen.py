@@ -38,8 +38,9 @@ output) lives in a local variable; every other value goes through the shared tab
 checked where it is produced: a list of exactly the node's outputs, each of its value's kind
 (a tensor for a tensor value, a list for a sequence), so that a faulty kernel is named, not
 the next node that reads its result (pyge's own direct kernels, kernels._util.direct,
-promise a tensor and are not checked, nor are torch's out= calls of into.py). A long program is cut into functions of at most
-`CHUNK` launches (values crossing a cut go through `env`), which keeps compile time linear.
+promise a tensor and are not checked, nor are torch's out= calls of into.py). A long
+program is cut into functions of at most `CHUNK` launches (values crossing a cut go through
+`env`), which keeps compile time linear.
 The source is registered with linecache, so tracebacks through it show the steps.
 """
 from __future__ import annotations
