@@ -1,7 +1,7 @@
 """Kernels that write their result into memory the plan owns, where that is provably safe.
 
 Why. A small torch operator spends a good part of its call allocating its result; torch's
-`out=` variants and in-place methods skip that. The memory plan already gives every planned
+`out=` variants skip that. The memory plan already gives every planned
 intermediate a fixed offset in one arena (passes/memory/planner.py), proven safe across
 streams by happens-before; this module lets the generated code (codegen.py) hand a kernel
 its value's fixed view as `out=`, instead of letting torch allocate.
@@ -24,8 +24,9 @@ Which values, and why each rule:
   (Reshape, Slice, Identity, Cast to its own type return views in torch) may outlive it,
   nor may y reach the caller through one.
 - **Not in place.** Overwriting a dying input (tanh_) would leave the result in the
-  input's bytes past the time the plan reserved them for it; in a chain the plan packs
-  tightly, the next value to take those bytes is the very node that reads the result.
+  input's bytes past the time the plan reserved them for it; in a chain, which the plan
+  packs tightly, the next value put in those bytes is written by the very node that reads
+  the result.
 
 The views are `torch.from_numpy` slices of one allocation, a storage each of exactly the
 planned bytes and not resizable: were a result ever larger than planned, torch's out= would
