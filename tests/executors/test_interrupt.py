@@ -131,6 +131,33 @@ def test_with_an_arena_the_next_run_fails_fast_naming_the_busy_node():
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs signal.pthread_kill (POSIX)")
+def test_with_planned_buffers_the_next_run_fails_fast_too():
+    """Kernels writing into planned buffers (executors/into.py: R here) make an arena as
+    arena=True does: a run while an abandoned kernel may still write them is refused."""
+    b = pyge.GraphBuilder("interrupt_into")
+    x = b.input("x", "float32", (2, 3))
+    k = b.op("Abs", [x], name="Stuck")               # its kernel is replaced by TestBlock's
+    b.output(b.op("Add", [k, b.op("Relu", [x], name="R")], name="Y"), "y")
+    base = compile_with_streams(b.build(), {"Stuck": 1, "R": 0, "Y": 0})
+    ex = CpuExecutor(base.graph, base.plan, "cpu", base.options)
+    ex.kernels = [_test_block(None) if n.name == "Stuck" else fn
+                  for n, fn in zip(base.plan.nodes, ex.kernels)]
+    assert ex.into().calls[[n.name for n in base.plan.nodes].index("R")] is not None
+    x = np.ones((2, 3), np.float32)
+    try:
+        assert _interrupted_run(ex, x) < 3
+        BLOCK["on"] = False
+        with pytest.raises(pyge.ExecutionError, match=r"node 'Stuck' \(Abs\) of an interrupted run"):
+            ex.run({"x": x})
+        GATE.set()
+        ex._abandoned[0][0].join(5)
+        np.testing.assert_allclose(ex.run({"x": x})["y"], x + 1 + x)
+    finally:
+        ex.close()
+
+
+@pytest.mark.timeout(30)
 def test_close_does_not_wait_for_an_abandoned_kernel():
     g, streams = _graph(main_waits=True)
     model = compile_with_streams(g, streams)

@@ -21,6 +21,8 @@ one thread runs: a stream's launches, records and waits) out as the body of a fu
             if job.aborted: return True
             ni = 13
             env[14] = d13(v13, env[2])            # a direct kernel (kernels._util.direct)
+            ni = 14
+            v15 = o14(env[14], env[3], out=b14)   # into a planned buffer (into.py)
             job.record(5)                         # Send
             ...
         except Aborted: return True
@@ -36,8 +38,9 @@ output) lives in a local variable; every other value goes through the shared tab
 checked where it is produced: a list of exactly the node's outputs, each of its value's kind
 (a tensor for a tensor value, a list for a sequence), so that a faulty kernel is named, not
 the next node that reads its result (pyge's own direct kernels, kernels._util.direct,
-promise a tensor and are not checked). A long program is cut into functions of at most
-`CHUNK` launches (values crossing a cut go through `env`), which keeps compile time linear.
+promise a tensor and are not checked, nor are torch's out= calls of into.py). A long
+program is cut into functions of at most `CHUNK` launches (values crossing a cut go through
+`env`), which keeps compile time linear.
 The source is registered with linecache, so tracebacks through it show the steps.
 """
 from __future__ import annotations
@@ -168,8 +171,8 @@ def local_values(plan: Plan, programs: Sequence[Sequence[tuple[int, int]]]) -> l
 
 def compile_program(plan: Plan, steps: Sequence[tuple[int, int]], program: int, stream: int,
                     kernels: Sequence[Callable], owner: Sequence[int], kinds: Sequence[int],
-                    helpers: tuple, *, hooked: bool = False, abortable: bool = True
-                    ) -> Callable[[list, Any], bool]:
+                    helpers: tuple, *, hooked: bool = False, abortable: bool = True,
+                    into: Sequence | None = None) -> Callable[[list, Any], bool]:
     """One program as a function run(env, job) -> True if it stopped early (a failure,
     reported through job.fail(node, stream, err), or an abort), False when it ran to the end.
 
@@ -177,7 +180,9 @@ def compile_program(plan: Plan, steps: Sequence[tuple[int, int]], program: int, 
     `owner`: local_values' table (a chunk's locals are Python variables); `stream`: the id job.fail and the hooks are given (-1: each node's own
     plan stream, for a program that merges streams); `hooked`: call job.hooks around every
     launch, record and wait (the executors' hooks protocol, base.py); `abortable`: test
-    job.aborted before each launch (a program that runs alone has nobody to stop it).
+    job.aborted before each launch (a program that runs alone has nobody to stop it);
+    `into`: per plan node, (fn, view) to call fn(*inputs, out=view) instead of its kernel,
+    or None (into.Into.calls).
     """
     fix, check = helpers
     glb = {"Tensor": torch.Tensor, "Aborted": Aborted, "fix": fix, "check": check}
@@ -187,8 +192,9 @@ def compile_program(plan: Plan, steps: Sequence[tuple[int, int]], program: int, 
             chunks.append(body)
             body = []
         here = (program, launches // CHUNK)
+        call = into[a] if into is not None and kind == LAUNCH else None
         body.extend(_step_lines(plan, kind, a, here, stream, owner, kinds, glb, kernels,
-                                hooked, abortable))
+                                hooked, abortable, call))
         launches += kind == LAUNCH
     chunks.append(body)
     label = f"{plan.graph_name}_p{program}{'_hooked' if hooked else ''}"
@@ -210,7 +216,7 @@ def _ref(vi: int, here: tuple[int, int], owner: Sequence) -> str:
 
 
 def _step_lines(plan: Plan, kind: int, a: int, here: tuple, stream: int, owner, kinds, glb,
-                kernels, hooked: bool, abortable: bool) -> list[str]:
+                kernels, hooked: bool, abortable: bool, into_call=None) -> list[str]:
     if kind == RECORD:
         return [f"job.record({a})"] + ([f"on_record({a}, {stream})"] if hooked else [])
     if kind != LAUNCH:
@@ -218,6 +224,11 @@ def _step_lines(plan: Plan, kind: int, a: int, here: tuple, stream: int, owner, 
     n = plan.nodes[a]
     ref = [_ref(vi, here, owner) for vi in n.outputs]
     lines = ["if job.aborted: return True"] if abortable else []
+    if into_call is not None:         # (fn, view): torch's out= into a planned buffer
+        glb[f"o{a}"], glb[f"b{a}"] = into_call
+        args = ", ".join(_ref(i, here, owner) for i in n.inputs)
+        lines += [f"ni = {a}"] + _wrap(a, n, stream, hooked, f"{ref[0]} = o{a}({args}, out=b{a})")
+        return lines + [f"{_ref(vi, here, owner)} = None" for vi in n.free_after]
     lines += [f"ni = {a}"] + _call_lines(n, kernels[a], ref, here, owner, glb, hooked, stream)
     for pos, vi in enumerate(n.outputs):
         if kinds[vi] == TENSOR and f"d{a}" in glb:
@@ -233,10 +244,8 @@ def _call_lines(n, kernel, ref: list[str], here: tuple, owner, glb, hooked: bool
                 stream: int) -> list[str]:
     """The kernel call of node n, its results stored into `ref` (checked for count)."""
     a = n.index
-    s = n.stream if stream < 0 else stream
     args = ", ".join("None" if i < 0 else _ref(i, here, owner) for i in n.inputs)
-    wrap = (lambda call: [f"before({a}, {s})", call, f"after({a}, {s})"]) if hooked \
-        else (lambda call: [call])
+    wrap = lambda call: _wrap(a, n, stream, hooked, call)   # noqa: E731
     impl = getattr(kernel, "direct", None)
     if impl is not None and len(n.outputs) == 1 and all(i >= 0 for i in n.inputs):
         glb[f"d{a}"] = impl          # kernel(xs) == [impl(*xs)] (kernels._util.direct)
@@ -245,6 +254,14 @@ def _call_lines(n, kernel, ref: list[str], here: tuple, owner, glb, hooked: bool
     return wrap(f"r = k{a}([{args}])") + [
         f"if r.__class__ is not list or len(r) != {len(n.outputs)}: r = fix({a}, r)",
         *(f"{dst} = r[{pos}]" for pos, dst in enumerate(ref)), "r = None"]   # r holds no value
+
+
+def _wrap(a: int, n, stream: int, hooked: bool, call: str) -> list[str]:
+    """A launch's call line, between the hooks' before and after calls if `hooked`."""
+    if not hooked:
+        return [call]
+    s = n.stream if stream < 0 else stream
+    return [f"before({a}, {s})", call, f"after({a}, {s})"]
 
 
 def _compile_chunk(label: str, body: list[str], index: int, stream: int, hooked: bool,

@@ -12,8 +12,9 @@ aborts the run and is re-raised at once, without waiting for the other streams. 
 still inside a kernel then cannot be stopped (Python cannot stop a thread): it is
 abandoned, it leaves as soon as that kernel returns, and the next run starts a fresh worker
 for its stream instead of queueing behind it. An executor with an arena (fixed buffers
-that the abandoned kernel may still write) fails the next run instead, naming the node
-still running, until that kernel has returned.
+that the abandoned kernel may still write: arena=True, or kernels writing into planned
+buffers, into.py) fails the next run instead, naming the node still running, until that
+kernel has returned.
 
 Events. Each run gets a fresh `_Job`: the value table, one flag per logical event and one
 Condition. RECORD sets a flag and wakes waiters; WAIT returns at once if the flag is set,
@@ -63,11 +64,12 @@ from ..ir.graph import Graph
 from ..options import parse_options
 from ..plan.order import merged_order
 from ..plan.plan import Plan
-from .base import (Arena, build_kernels, check_feeds, constants, feeds_to_device,
+from .base import (Arena, build_kernels, check_feeds, constants, fast_feeds, feeds_to_device,
                    node_descriptions, outputs_to_numpy, select_outputs, storage_keys)
 from .codegen import Aborted, compile_program, local_values, output_kinds, result_checkers
 from .contention import TeamSizer
 from .host_memory import tune_host_malloc
+from .into import Into, plan_into
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +216,9 @@ class CpuExecutor:
     name = "cpu"
 
     def __init__(self, graph: Graph, plan: Plan, device: Any = "cpu", options=None,
-                 arena: bool = False, calls=None):
+                 arena: bool = False, calls=None, into: bool = True):
+        """`arena`: copy every result into its planned place (a test of the memory plan);
+        `into`: else let kernels that can write into planned buffers do (into.py)."""
         self.plan = plan
         self.graph = graph
         self.device = device
@@ -232,6 +236,7 @@ class CpuExecutor:
         self.descs = node_descriptions(graph, plan)
         self.consts = constants(graph, plan, device)
         self._const_keys = storage_keys(self.consts.values())     # constants: the same every run
+        self._fast_feeds = fast_feeds(plan) if str(device) == "cpu" else (lambda feeds: None)
         self._env0: list[Any] = [None] * len(plan.values)         # a run's table starts as this
         for vi, t in self.consts.items():
             self._env0[vi] = t
@@ -241,6 +246,8 @@ class CpuExecutor:
         self._kinds = output_kinds(plan)
         self._checks = result_checkers(plan, self._kinds)
         self._programs: dict[bool, tuple] = {}   # hooked -> (kernels they were made from, programs)
+        self._into_on = into and not arena and str(device) == "cpu"
+        self._into: tuple | None = None          # (kernels it was made from, Into)
         self.programs(False)
         self.forced = forced = parse_options(options)["pyge.intraOpThreads"]
         self._sizer = TeamSizer()
@@ -262,18 +269,26 @@ class CpuExecutor:
         first need and again if `kernels` was replaced."""
         made = self._programs.get(hooked)
         if made is None or made[0] is not self.kernels:
+            calls = self.into().calls if self.into() else None
             made = self._programs[hooked] = (self.kernels, {
                 s: compile_program(self.plan, self._steps[s], s, s, self.kernels, self._owner,
-                                   self._kinds, self._checks, hooked=hooked)
+                                   self._kinds, self._checks, hooked=hooked, into=calls)
                 for s in self.busy})
         return made[1]
+
+    def into(self) -> Into:
+        """Which nodes write into planned buffers (into.py), for the current kernels."""
+        if self._into is None or self._into[0] is not self.kernels:
+            self._into = (self.kernels, plan_into(self.plan, self.kernels) if self._into_on
+                          else Into([None] * len(self.plan.nodes), None, 0))
+        return self._into[1]
 
     # -- workers -----------------------------------------------------------------------
     def _ensure_workers(self) -> None:
         """A live worker for every side stream: the first run starts them; later runs
         replace one that died or was abandoned inside a kernel by an interrupted run."""
         self._abandoned[:] = [(t, s) for t, s in self._abandoned if t.is_alive()]
-        if self.arena is not None and self._abandoned:
+        if (self.arena is not None or self.into()) and self._abandoned:
             t, s = self._abandoned[0]
             ni = busy_node(t)
             what = self.descs[ni] if ni >= 0 else f"a node of stream {s}"
@@ -321,7 +336,8 @@ class CpuExecutor:
         """Outputs by name (only `output_names`, in that order, when given)."""
         plan = self.plan
         picked = select_outputs(plan, output_names)
-        arrays = check_feeds(self.graph, plan, feeds)
+        fed = self._fast_feeds(feeds)
+        arrays = check_feeds(self.graph, plan, feeds) if fed is None else None
         with self._lock:
             # forced threads stay; else smaller teams while the machine is busy (contention.py)
             team = self._sizer.begin(self.threads) if self.threads > 1 and not self.forced \
@@ -329,7 +345,8 @@ class CpuExecutor:
             job = _Job(list(self._env0), len(plan.events), self.busy[1:], hooks,
                        self.programs(hooks is not None), team, min(self.side_threads, team or 1))
             env = job.env
-            fed = feeds_to_device(arrays, self.device)
+            if fed is None:
+                fed = feeds_to_device(arrays, self.device)
             for vi, t in zip(plan.inputs, fed):
                 env[vi] = t
             try:

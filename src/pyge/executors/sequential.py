@@ -3,9 +3,12 @@
 The reference executor: multi-stream plans run here give the numbers a concurrent run
 must reproduce. The launches run as one generated straight-line function (codegen.py),
 compiled when the executor is made (the hooked variant at the first run with hooks).
+Kernels that can write their results into the memory plan's buffers do (into.py); those
+buffers belong to one run at a time, so runs are then serialised by a lock.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Mapping
 
 import torch
@@ -15,11 +18,12 @@ from ..ir.graph import Graph
 from ..options import parse_options
 from ..plan.order import merged_order
 from ..plan.plan import LAUNCH, Plan
-from .base import (build_kernels, check_feeds, constants, feeds_to_device, node_descriptions,
+from .base import (build_kernels, check_feeds, constants, fast_feeds, feeds_to_device, node_descriptions,
                    outputs_to_numpy, select_outputs, storage_keys)
 from .codegen import compile_program, local_values, output_kinds, result_checkers
 from .contention import TeamSizer
 from .host_memory import tune_host_malloc
+from .into import Into, plan_into
 
 
 class _Solo:
@@ -40,7 +44,9 @@ class _Solo:
 class SequentialExecutor:
     name = "sequential"
 
-    def __init__(self, graph: Graph, plan: Plan, device: Any = "cpu", options=None, calls=None):
+    def __init__(self, graph: Graph, plan: Plan, device: Any = "cpu", options=None, calls=None,
+                 into: bool = True):
+        """`into`: let kernels write into the memory plan's buffers (into.py) on the CPU."""
         self.plan = plan
         self.graph = graph
         self.device = device
@@ -53,12 +59,16 @@ class SequentialExecutor:
         self._env0: list[Any] = [None] * len(plan.values)         # a run's table starts as this
         for vi, t in self.consts.items():
             self._env0[vi] = t
+        self._fast_feeds = fast_feeds(plan) if str(device) == "cpu" else (lambda feeds: None)
         self.order = merged_order(plan)
         self._steps = [(LAUNCH, ni) for ni in self.order]
         self._owner = local_values(plan, [self._steps])
         self._kinds = output_kinds(plan)
         self._checks = result_checkers(plan, self._kinds)
         self._programs: dict[bool, tuple] = {}   # hooked -> (kernels it was made from, program)
+        self._into_on = into and str(device) == "cpu"
+        self._into: tuple | None = None          # (kernels it was made from, Into)
+        self._lock = threading.Lock()
         self.program(False)
         # pyge.intraOpThreads=N (N > 0) holds for the run's thread here too; 0 takes torch's
         # setting (one stream: nothing to share the cores with), less while other work
@@ -71,10 +81,19 @@ class SequentialExecutor:
         first need and again if `kernels` was replaced (tests wrap kernels to spy on them)."""
         made = self._programs.get(hooked)
         if made is None or made[0] is not self.kernels:
+            into = self.into()
             made = self._programs[hooked] = (self.kernels, compile_program(
                 self.plan, self._steps, 0, -1, self.kernels, self._owner, self._kinds,
-                self._checks, hooked=hooked, abortable=False))
+                self._checks, hooked=hooked, abortable=False,
+                into=into.calls if into else None))
         return made[1]
+
+    def into(self) -> Into:
+        """Which nodes write into planned buffers (into.py), for the current kernels."""
+        if self._into is None or self._into[0] is not self.kernels:
+            self._into = (self.kernels, plan_into(self.plan, self.kernels) if self._into_on
+                          else Into([None] * len(self.plan.nodes), None, 0))
+        return self._into[1]
 
     def run(self, feeds: Mapping[str, Any], hooks=None, output_names=None) -> dict[str, Any]:
         """Outputs by name (only `output_names`, in that order, when given)."""
@@ -85,6 +104,9 @@ class SequentialExecutor:
         try:
             if team != saved:
                 torch.set_num_threads(team)
+            if self.into():
+                with self._lock:             # the planned buffers: one run at a time
+                    return self._run(feeds, hooks, picked)
             return self._run(feeds, hooks, picked)
         finally:
             if not self.threads and saved > 1:
@@ -94,9 +116,10 @@ class SequentialExecutor:
 
     def _run(self, feeds: Mapping[str, Any], hooks, picked) -> dict[str, Any]:
         plan = self.plan
-        arrays = check_feeds(self.graph, plan, feeds)
+        fed = self._fast_feeds(feeds)
+        if fed is None:
+            fed = feeds_to_device(check_feeds(self.graph, plan, feeds), self.device)
         env = list(self._env0)
-        fed = feeds_to_device(arrays, self.device)
         for vi, t in zip(plan.inputs, fed):
             env[vi] = t
         job = _Solo(hooks)

@@ -1,5 +1,8 @@
 """Elementwise kernels: arithmetic, comparison, logic, unary math, Cast, CastLike, BitCast,
-Where, Clip and the variadic Min/Max/Sum/Mean. Broadcasting is numpy's (torch's own)."""
+Where, Clip and the variadic Min/Max/Sum/Mean. Broadcasting is numpy's (torch's own).
+
+Kernels whose results are always new memory are marked `fresh`, and those that can write
+into a buffer the memory plan owns offer `into` (the protocol is executors/into.py's)."""
 from __future__ import annotations
 
 import functools
@@ -11,6 +14,54 @@ from ._util import (FLOAT_TYPES, STRING, direct, is_str, node_error, np_of, onnx
                     unary, with_np_fallback)
 from .convert import torch_dtype
 from .registry import register
+
+# ---------------------------------------------------------------------------------------
+# results into planned buffers (executors/into.py)
+
+FLOAT_NAMES = frozenset({"float16", "bfloat16", "float32", "float64"})
+
+
+def float_into(out_fn):
+    """An `into` for an elementwise torch function taking out=: only where every input
+    and the output have one float dtype (torch would otherwise promote or cast into the
+    buffer) and the output's shape is the inputs' broadcast (else torch would resize it)."""
+    def into(ins, out):
+        if out is None or not ins or any(i is None for i in ins):
+            return None
+        if out[0] not in FLOAT_NAMES or any(i[0] != out[0] for i in ins):
+            return None
+        return out_fn if broadcast([i[1] for i in ins]) == out[1] else None
+    return into
+
+
+def broadcast(shapes: list[tuple]) -> tuple | None:
+    """numpy's broadcast of static shapes (None: they do not broadcast); plain Python, as
+    executors/into.py asks it once per node (torch.broadcast_shapes costs far more)."""
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return first
+    rank = max(len(s) for s in shapes)
+    out = []
+    for k in range(rank):
+        dims = {s[k - rank + len(s)] for s in shapes if k - rank + len(s) >= 0} - {1}
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def fresh(factory, into=None):
+    """`factory` with its kernels marked fresh (a new tensor every result, no view of an
+    input, no input kept), and given `into` if one is given."""
+    @functools.wraps(factory)
+    def make(ctx):
+        kernel = factory(ctx)
+        kernel.fresh = True
+        if into is not None:
+            kernel.into = into
+        return kernel
+    return make
+
 
 # ---------------------------------------------------------------------------------------
 # binary arithmetic
@@ -30,12 +81,21 @@ def _legacy_broadcast(ctx):
     return fix
 
 
-def _binary(fn):
+def _binary(fn, out_fn=None):
+    """A binary kernel of fn (fresh); `out_fn`: the torch function with out= it computes
+    on float inputs (the `into` of nodes without legacy broadcasting)."""
+    into = float_into(out_fn) if out_fn is not None else None
+
     def factory(ctx):
         fix = _legacy_broadcast(ctx)
         if fix is None:
-            return direct(lambda xs: [fn(xs[0], xs[1])], fn)
-        return lambda xs: [fn(xs[0], fix(xs[0], xs[1]))]
+            kernel = direct(lambda xs: [fn(xs[0], xs[1])], fn)
+            if into is not None:
+                kernel.into = into
+        else:
+            kernel = lambda xs: [fn(xs[0], fix(xs[0], xs[1]))]   # noqa: E731
+        kernel.fresh = True
+        return kernel
     return factory
 
 
@@ -52,11 +112,11 @@ def _pow(a, b):
     return out if out.dtype == a.dtype else out.to(a.dtype)
 
 
-register("Add")(_binary(with_np_fallback(torch.add, np.add)))
-register("Sub")(_binary(with_np_fallback(torch.sub, np.subtract)))
-register("Mul")(_binary(with_np_fallback(torch.mul, np.multiply)))
+register("Add")(_binary(with_np_fallback(torch.add, np.add), torch.add))
+register("Sub")(_binary(with_np_fallback(torch.sub, np.subtract), torch.sub))
+register("Mul")(_binary(with_np_fallback(torch.mul, np.multiply), torch.mul))
 # numpy's floor division equals truncation for the unsigned types it is used for.
-register("Div")(_binary(with_np_fallback(_div, np.floor_divide)))
+register("Div")(_binary(with_np_fallback(_div, np.floor_divide), torch.div))
 register("Pow")(_binary(_pow))
 
 
@@ -85,7 +145,7 @@ register("BitwiseAnd", since=18)(_binary(with_np_fallback(torch.bitwise_and, np.
 register("BitwiseOr", since=18)(_binary(with_np_fallback(torch.bitwise_or, np.bitwise_or)))
 register("BitwiseXor", since=18)(_binary(with_np_fallback(torch.bitwise_xor, np.bitwise_xor)))
 _bnot = with_np_fallback(lambda a, _: torch.bitwise_not(a), lambda a, _: np.invert(a))
-register("BitwiseNot", since=18)(unary(lambda x: _bnot(x, x)))
+register("BitwiseNot", since=18)(fresh(unary(lambda x: _bnot(x, x))))
 
 # ---------------------------------------------------------------------------------------
 # comparison and logic
@@ -107,7 +167,7 @@ register("GreaterOrEqual", since=12)(_compare(torch.ge, np.greater_equal))
 register("And")(_binary(torch.logical_and))
 register("Or")(_binary(torch.logical_or))
 register("Xor")(_binary(torch.logical_xor))
-register("Not")(unary(torch.logical_not))
+register("Not")(fresh(unary(torch.logical_not)))
 
 # ---------------------------------------------------------------------------------------
 # unary math
@@ -122,7 +182,8 @@ for _name, _fn in {
     "Tanh": torch.tanh, "Sigmoid": torch.sigmoid, "Erf": torch.erf,
     "IsNaN": torch.isnan, "Det": torch.linalg.det,
 }.items():
-    register(_name)(unary(_fn))
+    # (IsNaN's bool result and Det's shape never pass float_into's test)
+    register(_name)(fresh(unary(_fn), float_into(_fn)))
 
 
 def _sign(x):
@@ -131,7 +192,7 @@ def _sign(x):
     return torch.where(torch.isnan(x), x, y) if x.is_floating_point() else y
 
 
-register("Sign")(unary(_sign))
+register("Sign")(fresh(unary(_sign)))
 
 
 @register("IsInf", since=10)
@@ -281,6 +342,8 @@ def _variadic(step, finish=None):
         def fn(xs):
             out = functools.reduce(step, xs)
             return [finish(out, len(xs)) if finish else out]
+        # one input: Sum, Max and Min return it as it is (Mean divides: a new tensor)
+        fn.fresh = ctx.num_inputs > 1 or finish is not None
         return fn
     return factory
 

@@ -1,64 +1,78 @@
 """Activation kernels (elementwise, with attributes parsed once in the factory), and SwiGLU
-(a gated activation of two inputs)."""
+(a gated activation of two inputs). Every one returns a new tensor: each factory's kernels
+are marked fresh (executors/into.py); Relu also writes into a planned buffer."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
 from ._util import node_error, run_error, unary
+from .elementwise import float_into, fresh
 from .registry import register
 
-register("Relu")(unary(torch.relu))
-register("Softsign")(unary(F.softsign))
-register("Mish", since=18)(unary(F.mish))
-register("HardSwish", since=14)(unary(F.hardswish))
+
+def _relu_into(x, out):
+    # torch.relu has no out= variant; ATen computes relu as clamp_min(x, 0) (NaN and -0.0
+    # come out alike)
+    return torch.clamp_min(x, 0, out=out)
 
 
-@register("Softplus")
+def register_fresh(name: str, since: int = 1, into=None):
+    """register(name, since) for a factory whose kernels are fresh (elementwise.fresh)."""
+    return lambda factory: register(name, since=since)(fresh(factory, into))
+
+
+register_fresh("Relu", into=float_into(_relu_into))(unary(torch.relu))
+register_fresh("Softsign")(unary(F.softsign))
+register_fresh("Mish", since=18)(unary(F.mish))
+register_fresh("HardSwish", since=14)(unary(F.hardswish))
+
+
+@register_fresh("Softplus")
 def softplus(ctx):
     # log(1 + exp(x)) computed stably: max(x, 0) + log1p(exp(-|x|)); F.softplus switches
     # to the identity above a threshold, which is close but not the formula.
     return lambda xs: [torch.clamp_min(xs[0], 0) + torch.log1p(torch.exp(-torch.abs(xs[0])))]
 
 
-@register("LeakyRelu")
+@register_fresh("LeakyRelu")
 def leaky_relu(ctx):
     alpha = ctx.attr("alpha", 0.01)
     return lambda xs: [F.leaky_relu(xs[0], alpha)]
 
 
-@register("Elu")
+@register_fresh("Elu")
 def elu(ctx):
     alpha = ctx.attr("alpha", 1.0)
     return lambda xs: [F.elu(xs[0], alpha)]
 
 
-@register("Celu", since=12)
+@register_fresh("Celu", since=12)
 def celu(ctx):
     alpha = ctx.attr("alpha", 1.0)
     return lambda xs: [F.celu(xs[0], alpha)]
 
 
-@register("Selu")
+@register_fresh("Selu")
 def selu(ctx):
     alpha = ctx.attr("alpha", 1.67326319217681884765625)
     gamma = ctx.attr("gamma", 1.05070102214813232421875)
     return lambda xs: [F.elu(xs[0], alpha) * gamma]
 
 
-@register("ThresholdedRelu", since=10)
+@register_fresh("ThresholdedRelu", since=10)
 def thresholded_relu(ctx):
     alpha = ctx.attr("alpha", 1.0)
     return lambda xs: [torch.where(xs[0] > alpha, xs[0], 0.0)]
 
 
-@register("HardSigmoid")
+@register_fresh("HardSigmoid")
 def hard_sigmoid(ctx):
     alpha, beta = ctx.attr("alpha", 0.2), ctx.attr("beta", 0.5)
     return lambda xs: [torch.clamp(xs[0] * alpha + beta, 0.0, 1.0)]
 
 
-@register("Gelu", since=20)
+@register_fresh("Gelu", since=20)
 def gelu(ctx):
     approx = ctx.attr("approximate", "none")
     if approx not in ("none", "tanh"):
@@ -66,7 +80,7 @@ def gelu(ctx):
     return lambda xs: [F.gelu(xs[0], approximate=approx)]
 
 
-@register("PRelu")
+@register_fresh("PRelu")
 def prelu(ctx):
     legacy = ctx.opset < 7
 
@@ -79,7 +93,7 @@ def prelu(ctx):
     return fn
 
 
-@register("Shrink", since=9)
+@register_fresh("Shrink", since=9)
 def shrink(ctx):
     lambd, bias = ctx.attr("lambd", 0.5), ctx.attr("bias", 0.0)
 
@@ -97,7 +111,7 @@ def shrink(ctx):
 # SwiGLU (opset 28)
 
 
-@register("SwiGLU", since=28)
+@register_fresh("SwiGLU", since=28)
 def swiglu(ctx):
     """Y = Swish_alpha(A) * B = A * sigmoid(alpha * A) * B (equal shapes, no broadcasting)."""
     alpha = float(ctx.attr("alpha", 1.0))
@@ -112,7 +126,7 @@ def swiglu(ctx):
     return fn
 
 
-@register("Swish", since=24)
+@register_fresh("Swish", since=24)
 def swish(ctx):
     alpha = ctx.attr("alpha", 1.0)
     if alpha == 1.0:

@@ -10,13 +10,21 @@ holds these boundaries: the weight's element count K*N from which a product take
 packed path; below it torch's call runs. The rows are counted per call, so one kernel serves
 every batch size. `python benchmarks/bench_small_ops.py --gemm` measures the table on a
 machine (docs/performance.md, "Small operators", has the figures it was read from).
+
+Both kernels return new tensors (marked fresh, executors/into.py). A MatMul of two 2-D float
+operands whose shapes the plan knows, where torch's path runs for its row count, also
+writes into a buffer of the memory plan (torch.mm with out=: what matmul calls for 2-D);
+so does a float Gemm (torch.addmm with out=) where its packed product does not run.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
 
 from ._util import FLOAT_TYPES, direct
+from .elementwise import broadcast
 from .onednn import MKLDNN, PACKED_LINEAR_OK, Derived
 from .registry import register
 
@@ -37,12 +45,30 @@ def packed_wins(rows: int, k: int, n: int) -> bool:
 def matmul(ctx):
     linear = _packed_linear(ctx, 1, False)
     if linear is None:
-        return direct(lambda xs: [torch.matmul(xs[0], xs[1])], torch.matmul)
-
-    def fn(xs):
-        y = linear(xs[0], xs[1], None)
-        return [y if y is not None else torch.matmul(xs[0], xs[1])]
+        fn = direct(lambda xs: [torch.matmul(xs[0], xs[1])], torch.matmul)
+    else:
+        def fn(xs):
+            y = linear(xs[0], xs[1], None)
+            return [y if y is not None else torch.matmul(xs[0], xs[1])]
+    fn.fresh = True
+    fn.into = _mm_into(linear is not None)
     return fn
+
+
+def _mm_into(packs: bool):
+    """MatMul's `into` (executors/into.py): torch.mm for 2-D operands of one float dtype,
+    unless the packed product runs for this row count (`packs`: the kernel may pack)."""
+    def into(ins, out):
+        if out is None or len(ins) != 2 or None in ins:
+            return None
+        (da, sa), (db, sb) = ins
+        if not da == db == out[0] in ("float32", "float64") or len(sa) != 2 or len(sb) != 2 \
+                or sa[1] != sb[0] or out[1] != (sa[0], sb[1]):
+            return None
+        if packs and da == "float32" and packed_wins(sa[0], sb[0], sb[1]):
+            return None
+        return torch.mm
+    return into
 
 
 def _packed_linear(ctx, b_index: int, transposed: bool):
@@ -106,4 +132,34 @@ def gemm(ctx):
             return [((a @ b) * alpha + xs[2] * beta).to(a.dtype)]
         out = torch.mm(a, b) if a.dtype in FLOAT_TYPES else a @ b
         return [(out * alpha).to(out.dtype) if alpha != 1.0 else out]
+    fn.fresh = True
+    fn.into = _gemm_into(alpha, beta, ta, tb, has_c, linear is not None)
     return fn
+
+
+def _gemm_into(alpha: float, beta: float, ta: int, tb: int, has_c: bool, packs: bool):
+    """Gemm's `into` (executors/into.py): torch.addmm (torch.mm without C) with out=, for
+    operands of one float dtype whose planned shapes give the output's, unless the kernel
+    would take the packed product (`packs`: it may) for the planned rows and bias."""
+    def into(ins, out):
+        if out is None or len(ins) < 2 or None in ins:
+            return None
+        (da, sa), (db, sb) = ins[0], ins[1]
+        if not da == db == out[0] in ("float32", "float64") or len(sa) != 2 or len(sb) != 2:
+            return None
+        (m, k), (k2, n) = (sa[::-1] if ta else sa), (sb[::-1] if tb else sb)
+        c = ins[2] if has_c and len(ins) > 2 else None
+        if k != k2 or out[1] != (m, n) or (c is not None and (
+                c[0] != da or broadcast([c[1], (m, n)]) != (m, n))):
+            return None
+        bias_ok = c is None or (len(c[1]) == 1 or (len(c[1]) == 2 and c[1][0] == 1)) \
+            and math.prod(c[1]) == n
+        if packs and da == "float32" and bias_ok and packed_wins(m, k, n):
+            return None
+        if c is None:
+            if alpha != 1.0:
+                return None
+            return lambda a, b, *_, out: torch.mm(a.T if ta else a, b.T if tb else b, out=out)
+        return lambda a, b, c, out: torch.addmm(c, a.T if ta else a, b.T if tb else b,
+                                                beta=beta, alpha=alpha, out=out)
+    return into
