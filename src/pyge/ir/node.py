@@ -25,7 +25,7 @@ class Node:
     """One operator. Attributes are plain Python values; a graph attribute is a Graph."""
 
     __slots__ = ("name", "op_type", "domain", "attrs", "_inputs", "_outputs", "graph",
-                 "stream_id", "engine", "doc", "control_preds")
+                 "stream_id", "engine", "doc", "control_preds", "_pos")
 
     def __init__(self, op_type: str, name: str, domain: str = "", attrs: dict | None = None):
         self.name = name
@@ -42,6 +42,9 @@ class Node:
         self.doc: str = ""
         # Control edges: nodes that must finish before this one (no data flows).
         self.control_preds: list[Node] = []
+        # Scratch: the node's position, written by ir/order.py's order check just before it
+        # reads it (meaningless at any other time).
+        self._pos: int = -1
 
     # -- inputs and outputs -------------------------------------------------------------
     @property
