@@ -341,9 +341,13 @@ class Graph(GraphBase):
         """This graph and every nested subgraph, parents before children."""
         out = [self]
         for n in self._nodes:
-            if n.attrs:           # (most nodes have no attributes: skip the property call)
-                for sg in n.subgraphs:
-                    out.extend(sg.all_graphs())
+            if n.attrs:           # (most nodes hold no graph: Node.subgraphs, inlined)
+                for a in n.attrs.values():
+                    if isinstance(a, GraphBase):
+                        out.extend(a.all_graphs())
+                    elif isinstance(a, list) and a and isinstance(a[0], GraphBase):
+                        for sg in a:
+                            out.extend(sg.all_graphs())
         return out
 
     def topological_sort(self) -> list[Node]:
