@@ -21,6 +21,14 @@ class GraphBase:
     __slots__ = ()
 
 
+def holds_graph(attrs: dict) -> bool:
+    """Whether an attribute holds a subgraph (what Node.subgraphs finds), without the list."""
+    for a in attrs.values():
+        if isinstance(a, GraphBase) or (isinstance(a, list) and a and isinstance(a[0], GraphBase)):
+            return True
+    return False
+
+
 class Node:
     """One operator. Attributes are plain Python values; a graph attribute is a Graph."""
 
@@ -184,7 +192,7 @@ class Node:
                 p = v.producer
                 if p is not None and p.graph is g:
                     out.setdefault(id(p), p)
-        if self.attrs and self.subgraphs:
+        if self.attrs and holds_graph(self.attrs):
             for v in self.implicit_inputs():
                 p = v.producer
                 if p is not None and p.graph is g:

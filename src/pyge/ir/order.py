@@ -13,20 +13,12 @@ import heapq
 
 from ..errors import GraphCycleError
 from .cycles import find_cycle
-from .node import GraphBase
-
-
-def _holds_graph(attrs: dict) -> bool:
-    """Whether an attribute holds a subgraph (as Node.subgraphs finds them), cheaply."""
-    for a in attrs.values():
-        if isinstance(a, GraphBase) or (isinstance(a, list) and a and isinstance(a[0], GraphBase)):
-            return True
-    return False
+from .node import holds_graph
 
 
 def _preds_of(n, graph, get) -> list[int]:
     """The positions of `n`'s predecessors, without repeats (Node.predecessors, as positions)."""
-    if n.attrs and _holds_graph(n.attrs):   # implicit inputs of a subgraph: the general way
+    if n.attrs and holds_graph(n.attrs):   # implicit inputs of a subgraph: the general way
         return [j for j in (get(id(p)) for p in n.predecessors) if j is not None]
     ps = []
     for v in n._inputs:
@@ -57,7 +49,7 @@ def _in_order(graph) -> bool:
         n._pos = i
     count, get = len(nodes), None
     for i, n in enumerate(nodes):
-        if n.attrs and _holds_graph(n.attrs):   # implicit inputs: the general way
+        if n.attrs and holds_graph(n.attrs):   # implicit inputs: the general way
             if get is None:
                 get = {id(m): j for j, m in enumerate(nodes)}.get
             if any(j >= i for j in _preds_of(n, graph, get)):

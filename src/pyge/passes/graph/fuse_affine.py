@@ -22,10 +22,13 @@ from ._match import (FLOATS, affine_of, drop_unused_initializers, fresh_name, fu
                      is_static, mark_fused, note_fused, single_consumer)
 
 DOMAIN = "pyge"
+_AFFINE_OPS = frozenset({"BatchNormalization", "Mul", "Add", "Sub", "Div"})   # _match.affine_of's
 
 
 def _plan(first: Node, graph: Graph):
     """(x, S, T, chain nodes after `first`, relu or None) for a fusable chain from `first`."""
+    if first.op_type not in _AFFINE_OPS:   # affine_of refuses them: most nodes end here
+        return None
     if first.domain or not first.inputs or first.inputs[0] is None:
         return None
     x = first.inputs[0] if first.op_type == "BatchNormalization" else \

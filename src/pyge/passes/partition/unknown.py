@@ -30,6 +30,12 @@ def value_reason(v: Value | None) -> str | None:
     """Why `v`'s size is known not to be fixed at compile time (None: nothing says so)."""
     if v is None:
         return None
+    if v.kind == TENSOR and v.shape is not None:
+        for d in v.shape:              # the usual case, quickly: every dim a plain int >= 0
+            if type(d) is not int or d < 0:
+                break
+        else:
+            return None
     if v.kind != TENSOR:
         return f"value {v.name!r} is a {v.kind}"
     for i, d in enumerate(v.shape or ()):
