@@ -16,8 +16,9 @@ from .cycles import find_cycle
 from .node import holds_graph
 
 
-def _preds_of(n, graph, get) -> list[int]:
-    """The positions of `n`'s predecessors, without repeats (Node.predecessors, as positions)."""
+def predecessor_positions(n, graph, get) -> list[int]:
+    """The positions (`get(id(node))`, None: not counted) of `n`'s predecessors in `graph`,
+    without repeats, in Node.predecessors' order, without building that list."""
     if n.attrs and holds_graph(n.attrs):   # implicit inputs of a subgraph: the general way
         return [j for j in (get(id(p)) for p in n.predecessors) if j is not None]
     ps = []
@@ -52,7 +53,7 @@ def _in_order(graph) -> bool:
         if n.attrs and holds_graph(n.attrs):   # implicit inputs: the general way
             if get is None:
                 get = {id(m): j for j, m in enumerate(nodes)}.get
-            if any(j >= i for j in _preds_of(n, graph, get)):
+            if any(j >= i for j in predecessor_positions(n, graph, get)):
                 return False
             continue
         for v in n._inputs:
@@ -80,7 +81,7 @@ def topological_sort(graph) -> list:
     if _in_order(graph):
         return list(nodes)
     get = {id(n): i for i, n in enumerate(nodes)}.get
-    preds = [_preds_of(n, graph, get) for n in nodes]
+    preds = [predecessor_positions(n, graph, get) for n in nodes]
     indeg = [len(ps) for ps in preds]
     succs: list[list[int]] = [[] for _ in nodes]
     for i, ps in enumerate(preds):
