@@ -75,15 +75,14 @@ def check_overlaps(plan: Plan, clocks: PlanClocks, readers: list[list[int]]) -> 
                 raise VerificationError(f"value {pv.name!r} at bytes [{start}, {start + pv.nbytes}) "
                                         f"of buffer {pv.buffer} lies outside the "
                                         f"{mem.peak_bytes}-byte arena")
-            bounds.append((start + pv.nbytes, 0, pv.index))   # ends sort before starts:
-            bounds.append((start, 1, pv.index))               # ranges are half-open
+            # ends sort before starts (ranges are half-open); the 4th field, the value's
+            # place in the sweep (producer launch order), never decides the sort
+            k = (rank[pv.producer] if pv.producer >= 0 else -1, pv.index)
+            bounds.append((start + pv.nbytes, 0, pv.index, k))
+            bounds.append((start, 1, pv.index, k))
     if len(bounds) < 4:
         return
     bounds.sort()
-
-    def key(vi: int) -> tuple[int, int]:
-        p = values[vi].producer
-        return (rank[p] if p >= 0 else -1, vi)
 
     def where(a: int, b: int) -> str:
         va, vb = values[a], values[b]
@@ -95,8 +94,7 @@ def check_overlaps(plan: Plan, clocks: PlanClocks, readers: list[list[int]]) -> 
         _check_handover(plan, clocks, readers, where, a[1], b[1])
 
     active: list[tuple[int, int]] = []     # values covering the current offset, by key
-    for _, starts, vi in bounds:
-        k = key(vi)
+    for _, starts, _, k in bounds:
         i = bisect_left(active, k)
         if starts:
             active.insert(i, k)
