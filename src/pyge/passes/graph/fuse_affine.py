@@ -27,8 +27,6 @@ _AFFINE_OPS = frozenset({"BatchNormalization", "Mul", "Add", "Sub", "Div"})   # 
 
 def _plan(first: Node, graph: Graph):
     """(x, S, T, chain nodes after `first`, relu or None) for a fusable chain from `first`."""
-    if first.op_type not in _AFFINE_OPS:   # affine_of refuses them: most nodes end here
-        return None
     if first.domain or not first.inputs or first.inputs[0] is None:
         return None
     x = first.inputs[0] if first.op_type == "BatchNormalization" else \
@@ -68,7 +66,7 @@ def _plan(first: Node, graph: Graph):
 def fuse_affine(graph: Graph) -> int:
     """Fuse every eligible affine chain (+Relu) of the root graph; returns how many."""
     fused = []
-    for first, p in fusion_sites(graph, _plan):
+    for first, p in fusion_sites(graph, _plan, _AFFINE_OPS):
         x, scale, shift, rest, relu = p
         dt = x.dtype
         names = [first.name] + [n.name for n in rest]
