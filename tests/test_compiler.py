@@ -134,27 +134,3 @@ def test_results_say_what_changed():
     assert results["fold_constants"].modified and results["fold_constants"].note == "1 folded"
     assert not results["check_ops"].modified and not results["fuse_conv_bn"].modified
     assert isinstance(GRAPH_PASSES[0], Pass)
-
-
-def test_compile_gives_the_cyclic_gc_back_as_it_found_it():
-    """compile turns the GC off while it runs and back on after; objects frozen by the
-    caller stay frozen (the compiler's own freeze/unfreeze is skipped then)."""
-    import gc
-    assert gc.isenabled()
-    pyge.compile(reference_graph())
-    assert gc.isenabled() and gc.get_freeze_count() == 0
-    keep = [[i] for i in range(100)]
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        pyge.compile(reference_graph())
-        assert gc.isenabled() and gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()
-    gc.disable()
-    try:
-        pyge.compile(reference_graph())
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-    del keep

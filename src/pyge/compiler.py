@@ -285,23 +285,11 @@ def compile_graph(graph: Graph | str | os.PathLike, device: str | None = None,
         run_model_passes(st)
     finally:
         if gc_was_enabled:
-            _resume_gc()
+            gc.enable()
     if st.dumper is not None:
         st.dumper.built(st.graph, st.plan)
     # st.options: a graph attribute set by a custom graph pass may have overridden an option
     return CompiledModel(st.graph, st.plan, dev, st.options, timings=st.timings)
-
-
-def _resume_gc() -> None:
-    """Turn the cyclic GC back on, with the objects made while it was off moved to the
-    oldest generation unscanned (gc.freeze then gc.unfreeze), so that the first young
-    collection does not walk every object of the compiled model, as it otherwise would right
-    away: it is the work a full collection does for long-lived objects anyway. Not when the
-    caller froze objects of its own (unfreeze would release theirs too)."""
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
-    gc.enable()
 
 
 def _root_options(opts: Options, env: Mapping[str, str] = os.environ) -> Options:
