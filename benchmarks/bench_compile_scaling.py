@@ -19,7 +19,8 @@ its wall seconds, and the growth against the smallest size (`x`: CPU time ratio;
 ratio over the size ratio, 1.0 = linear). The pass columns split the wall time so that they
 add up to it: the heavier passes one each (model.compile_timings), `fusions` the constant
 folding and every fuse_* pass, `others` every other pass, and `checks` what runs between the
-passes (the requires/ensures conditions and the graph checks), the wall time less the passes'.
+passes (the requires/ensures conditions and the graph checks) and around them (turning the
+cyclic GC back on at the end), the wall time less the passes'.
 """
 from __future__ import annotations
 

@@ -78,9 +78,7 @@ def _stream_ids(graph: Graph) -> list[int]:
 def _clone(st: CompileState) -> PassResult:
     if st.source is None:
         st.source = st.graph
-    st.graph = clone_graph(st.source)
-    for g in st.graph.all_graphs():
-        g.sort()
+    st.graph = clone_graph(st.source)   # sorted: each graph is copied in a topological order
     return PassResult(True, "copied")
 
 

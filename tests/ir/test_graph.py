@@ -317,3 +317,31 @@ def test_remove_node_after_the_list_was_edited_by_hand():
     g._nodes.reverse()            # not through the editing methods
     g.remove_node(ns[1])
     assert g.nodes == [ns[4], ns[3], ns[2]]
+
+
+def test_clone_links_directly_as_the_checked_methods_would():
+    """clone_graph links a valid graph without the editing methods' checks: the copy has the
+    same names, order, use lists and producers as one made through them."""
+    b = pyge.GraphBuilder("g")
+    x = b.input("x", "float32", (2,))
+    y = b.op("Relu", [x], name="r")
+    z = b.op("Add", [y, y], name="a")
+    b.output(z)
+    g = b.build()
+    h = clone_graph(g)
+    assert [n.name for n in h.nodes] == ["r", "a"]
+    r, a = h.nodes
+    assert r.graph is h and a.graph is h and h.inputs[0].graph is h
+    assert [(u.name, k) for u, k in r.outputs[0].uses] == [("a", 0), ("a", 1)]
+    assert a.outputs[0].producer is a and a.outputs[0].index == 0 and h.outputs == [a.outputs[0]]
+    assert h.find_node("a") is a and h.unique_value_name(r.outputs[0].name) != r.outputs[0].name
+
+
+def test_clone_of_a_graph_with_a_taken_name_still_refuses_it():
+    b = pyge.GraphBuilder("g")
+    x = b.input("x", "float32", (2,))
+    b.op("Relu", [b.op("Abs", [x], name="A")], name="B")
+    g = b.build()
+    g.nodes[1].name = "A"                  # plain assignment: not checked
+    with pytest.raises(pyge.GraphError, match="already has a node named 'A'"):
+        clone_graph(g)

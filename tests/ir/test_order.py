@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import pyge
 from pyge.ir.graph import Graph, Node, Value
+from pyge.ir.order import _in_order
 
 
 def _graph(edges: dict[str, list[str]], order: list[str] | None = None, control=()) -> Graph:
@@ -127,3 +128,20 @@ def test_nodes_with_plain_attributes_are_ordered_by_their_inputs():
     for n in g.nodes:
         n.attrs["axis"] = 0
     assert [n.name for n in g.topological_sort()] == ["a", "b"]
+
+
+def test_order_check_ignores_stale_position_stamps():
+    """The order check stamps positions on nodes: a stamp left by another graph's check, or
+    on a node that claims the graph without being listed, must not decide the answer."""
+    g = _graph({"a": [], "b": ["a"], "c": ["b"]})
+    a, b, c = g.nodes
+    assert g.topological_sort() == [a, b, c]
+    ghost = Node("Abs", "ghost")
+    ghost.add_output(Value("ghost_out"))
+    ghost.graph = g                        # claims g, but is not in its node list
+    ghost._pos = 99                        # a stale stamp that says "later"
+    c.append_input(ghost.outputs[0])
+    c.control_preds.append(ghost)
+    assert _in_order(g) and g.topological_sort() == [a, b, c]
+    g.set_node_order([c, a, b])            # now out of order: the stamps must see it
+    assert not _in_order(g) and g.topological_sort() == [a, b, c]

@@ -146,8 +146,7 @@ class HappensBefore:
         for i, v in enumerate(self.order):
             self.position[v] = i
         self.clock: list[list[int]] = [[]] * len(preds)
-        for v in self.order:
-            self.refresh(v)
+        self._refresh_all(self.order)
 
     @classmethod
     def of_steps(cls, plan: Plan) -> "HappensBefore":
@@ -191,15 +190,22 @@ class HappensBefore:
 
     def refresh(self, v: int) -> None:
         """Recompute clock[v] from its predecessors' clocks (which must be final)."""
-        ps = self.preds[v]
-        if not ps:
-            c = [-1] * self.num_streams
-        elif len(ps) == 1:
-            c = self.clock[ps[0]][:]
-        else:
-            c = list(map(max, *(self.clock[p] for p in ps)))
-        c[self.stream_of[v]] = self.ordinal[v]
-        self.clock[v] = c
+        self._refresh_all((v,))
+
+    def _refresh_all(self, nodes) -> None:
+        """refresh(v) for each v of `nodes` in turn (one loop: the constructor's)."""
+        preds, clock, stream_of, ordinal = self.preds, self.clock, self.stream_of, self.ordinal
+        ns = self.num_streams
+        for v in nodes:
+            ps = preds[v]
+            if not ps:
+                c = [-1] * ns
+            elif len(ps) == 1:
+                c = clock[ps[0]][:]
+            else:
+                c = list(map(max, *(clock[p] for p in ps)))
+            c[stream_of[v]] = ordinal[v]
+            clock[v] = c
 
     def add_edge(self, a: int, b: int) -> None:
         """Order a before b (an event the memory planner adds). Only while b is the node being

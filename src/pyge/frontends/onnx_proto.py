@@ -397,32 +397,52 @@ def _tensor_proto(name: str, arr: np.ndarray, weights: bool | str) -> TensorProt
 
 
 def node_to_proto(n: Node, weights: bool = True, extra_attrs: dict | None = None) -> onnx.NodeProto:
-    np_ = helper.make_node(n.op_type, [v.name if v is not None else "" for v in n.inputs],
-                           [o.name for o in n.outputs], name=n.name, domain=n.domain or None)
-    for k in sorted(n.attrs):
-        np_.attribute.append(_attr_proto(k, n.attrs[k], weights))
+    np_ = onnx.NodeProto()
+    _fill_node(np_, n, weights, extra_attrs)
+    return np_
+
+
+def _fill_node(np_: onnx.NodeProto, n: Node, weights, extra_attrs: dict | None) -> None:
+    """Write `n` into the empty `np_`: the fields onnx.helper.make_node would set, in its
+    order, without its call overhead (graph_to_proto writes every node of a graph so)."""
+    np_.op_type = n.op_type
+    np_.input.extend([v.name if v is not None else "" for v in n._inputs])
+    np_.output.extend([o.name for o in n._outputs])
+    if n.name:
+        np_.name = n.name
+    if n.domain:
+        np_.domain = n.domain
+    if n.attrs:
+        for k in sorted(n.attrs):
+            np_.attribute.append(_attr_proto(k, n.attrs[k], weights))
     for k, v in (extra_attrs or {}).items():
         np_.attribute.append(_attr_proto(k, v, weights))
     if n.doc:
         np_.doc_string = n.doc
-    return np_
 
 
 def graph_to_proto(g: Graph, weights: bool = True, node_hook=None,
                    extra_nodes: list[onnx.NodeProto] | None = None) -> onnx.GraphProto:
-    """Convert a graph; `node_hook(node) -> dict` adds attributes (e.g. `_stream_id`)."""
-    nodes = [node_to_proto(n, weights, node_hook(n) if node_hook else None) for n in g.nodes]
+    """Convert a graph; `node_hook(node) -> dict` adds attributes (e.g. `_stream_id`).
+    The fields are those onnx.helper.make_graph sets, in its order; nodes are written in
+    place rather than made and then copied in."""
+    gp = onnx.GraphProto()
     if extra_nodes is not None:
-        nodes = extra_nodes  # the caller supplies the whole node list (e.g. the built graph)
+        gp.node.extend(extra_nodes)  # the caller supplies the whole node list (e.g. the built graph)
+    else:
+        for n in g._nodes:
+            _fill_node(gp.node.add(), n, weights, node_hook(n) if node_hook else None)
     inits = [_tensor_proto(name, v.const, weights) for name, v in g.initializers.items()]
-    vinfo = []
-    for n in g.nodes:
-        for o in n.outputs:
-            if (o.dtype is not None or o.shape is not None) and o not in g.outputs:
-                vinfo.append(value_info(o))
-    gp = helper.make_graph(nodes, g.name, [value_info(v) for v in g.inputs],
-                           [value_info(v) for v in g.outputs], initializer=inits,
-                           value_info=vinfo, doc_string=g.doc or None)
+    outputs = {id(v) for v in g.outputs}
+    vinfo = [value_info(o) for n in g._nodes for o in n._outputs
+             if (o.dtype is not None or o.shape is not None) and id(o) not in outputs]
+    gp.name = g.name
+    gp.input.extend([value_info(v) for v in g.inputs])
+    gp.output.extend([value_info(v) for v in g.outputs])
+    gp.initializer.extend(inits)
+    gp.value_info.extend(vinfo)
+    if g.doc:
+        gp.doc_string = g.doc
     return gp
 
 

@@ -140,10 +140,12 @@ class Graph(GraphBase):
         thousands of nodes, and list.remove per node made that quadratic in the graph size.
         A node's position, noted when the hints were built (or it was added), can only have
         dropped since, by at most the number of removals made in between; so it is searched
-        in that window, and the hints are rebuilt once the window grows past a fraction of the
-        graph. A list edited by other means than these methods falls back to list.remove."""
+        in that window, and the hints are rebuilt once the window grows past an eighth of the
+        graph (fusions remove nodes in topological order, so the node is usually at the
+        window's start: rebuilding the hints, not searching, was the cost). A list edited by
+        other means than these methods falls back to list.remove."""
         nodes = self._nodes
-        if self._positions is None or self._removed_since > max(256, len(nodes) >> 6):
+        if self._positions is None or self._removed_since > max(256, len(nodes) >> 3):
             self._positions = {id(n): i for i, n in enumerate(nodes)}
             self._removed_since = 0
         i = self._positions.pop(id(node), -1)
@@ -341,9 +343,13 @@ class Graph(GraphBase):
         """This graph and every nested subgraph, parents before children."""
         out = [self]
         for n in self._nodes:
-            if n.attrs:           # (most nodes have no attributes: skip the property call)
-                for sg in n.subgraphs:
-                    out.extend(sg.all_graphs())
+            if n.attrs:           # (most nodes hold no graph: Node.subgraphs, inlined)
+                for a in n.attrs.values():
+                    if isinstance(a, GraphBase):
+                        out.extend(a.all_graphs())
+                    elif isinstance(a, list) and a and isinstance(a[0], GraphBase):
+                        for sg in a:
+                            out.extend(sg.all_graphs())
         return out
 
     def topological_sort(self) -> list[Node]:

@@ -21,11 +21,19 @@ class GraphBase:
     __slots__ = ()
 
 
+def holds_graph(attrs: dict) -> bool:
+    """Whether an attribute holds a subgraph (what Node.subgraphs finds), without the list."""
+    for a in attrs.values():
+        if isinstance(a, GraphBase) or (isinstance(a, list) and a and isinstance(a[0], GraphBase)):
+            return True
+    return False
+
+
 class Node:
     """One operator. Attributes are plain Python values; a graph attribute is a Graph."""
 
     __slots__ = ("name", "op_type", "domain", "attrs", "_inputs", "_outputs", "graph",
-                 "stream_id", "engine", "doc", "control_preds")
+                 "stream_id", "engine", "doc", "control_preds", "_pos")
 
     def __init__(self, op_type: str, name: str, domain: str = "", attrs: dict | None = None):
         self.name = name
@@ -42,6 +50,9 @@ class Node:
         self.doc: str = ""
         # Control edges: nodes that must finish before this one (no data flows).
         self.control_preds: list[Node] = []
+        # Scratch: the node's position, written by ir/order.py's order check just before it
+        # reads it (meaningless at any other time).
+        self._pos: int = -1
 
     # -- inputs and outputs -------------------------------------------------------------
     @property
@@ -181,7 +192,7 @@ class Node:
                 p = v.producer
                 if p is not None and p.graph is g:
                     out.setdefault(id(p), p)
-        if self.attrs and self.subgraphs:
+        if self.attrs and holds_graph(self.attrs):
             for v in self.implicit_inputs():
                 p = v.producer
                 if p is not None and p.graph is g:

@@ -13,20 +13,13 @@ import heapq
 
 from ..errors import GraphCycleError
 from .cycles import find_cycle
-from .node import GraphBase
+from .node import holds_graph
 
 
-def _holds_graph(attrs: dict) -> bool:
-    """Whether an attribute holds a subgraph (as Node.subgraphs finds them), cheaply."""
-    for a in attrs.values():
-        if isinstance(a, GraphBase) or (isinstance(a, list) and a and isinstance(a[0], GraphBase)):
-            return True
-    return False
-
-
-def _preds_of(n, graph, get) -> list[int]:
-    """The positions of `n`'s predecessors, without repeats (Node.predecessors, as positions)."""
-    if n.attrs and _holds_graph(n.attrs):   # implicit inputs of a subgraph: the general way
+def predecessor_positions(n, graph, get) -> list[int]:
+    """The positions (`get(id(node))`, None: not counted) of `n`'s predecessors in `graph`,
+    without repeats, in Node.predecessors' order, without building that list."""
+    if n.attrs and holds_graph(n.attrs):   # implicit inputs of a subgraph: the general way
         return [j for j in (get(id(p)) for p in n.predecessors) if j is not None]
     ps = []
     for v in n._inputs:
@@ -45,28 +38,38 @@ def _preds_of(n, graph, get) -> list[int]:
     return ps
 
 
-def _in_order(graph, index: dict[int, int]) -> bool:
+def _in_order(graph) -> bool:
     """Whether every predecessor comes before its reader (the order is topological already).
-    The common case, checked without building the predecessor lists (it runs ~10 times a
-    compile, on every node)."""
-    get = index.get
-    for i, n in enumerate(graph._nodes):
-        if n.attrs and _holds_graph(n.attrs):
-            if any(j >= i for j in _preds_of(n, graph, get)):
+    The common case, checked without building the predecessor lists or a position map (it
+    runs ~10 times a compile, on every node): each node's position is stamped on it first,
+    so an edge costs two attribute reads. A node whose stamp says "later" is trusted only
+    if the list holds it there: one that claims this graph but is not listed (an edit by
+    plain assignment) is ignored, as the position map of the sort ignores it."""
+    nodes = graph._nodes
+    for i, n in enumerate(nodes):
+        n._pos = i
+    count, get = len(nodes), None
+    for i, n in enumerate(nodes):
+        if n.attrs and holds_graph(n.attrs):   # implicit inputs: the general way
+            if get is None:
+                get = {id(m): j for j, m in enumerate(nodes)}.get
+            if any(j >= i for j in predecessor_positions(n, graph, get)):
                 return False
             continue
         for v in n._inputs:
             if v is not None:
                 p = v.producer
-                if p is not None and p.graph is graph:
-                    j = get(id(p))
-                    if j is not None and j >= i:
-                        return False
+                if p is not None and p.graph is graph and p._pos >= i and _listed(p, nodes, count):
+                    return False
         for p in n.control_preds:
-            j = get(id(p))
-            if j is not None and j >= i:
+            if p._pos >= i and _listed(p, nodes, count):
                 return False
     return True
+
+
+def _listed(p, nodes: list, count: int) -> bool:
+    """Whether `p`'s stamp is its position in `nodes` (else it is not in the list)."""
+    return p._pos < count and nodes[p._pos] is p
 
 
 def topological_sort(graph) -> list:
@@ -75,11 +78,10 @@ def topological_sort(graph) -> list:
     common case: passes keep it so) it is returned as is, which is what the stable pass
     would return. Raises GraphCycleError naming the nodes of one cycle."""
     nodes = graph._nodes
-    index = {id(n): i for i, n in enumerate(nodes)}
-    if _in_order(graph, index):
+    if _in_order(graph):
         return list(nodes)
-    get = index.get
-    preds = [_preds_of(n, graph, get) for n in nodes]
+    get = {id(n): i for i, n in enumerate(nodes)}.get
+    preds = [predecessor_positions(n, graph, get) for n in nodes]
     indeg = [len(ps) for ps in preds]
     succs: list[list[int]] = [[] for _ in nodes]
     for i, ps in enumerate(preds):

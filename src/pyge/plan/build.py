@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..errors import PlanError
 from ..ir.graph import Graph
+from ..ir.node import holds_graph
 from .plan import LAUNCH, Plan, PlanNode, PlanValue, Step, value_nbytes
 
 
@@ -42,11 +43,12 @@ def build_plan(graph: Graph, num_streams: int, custom_streams: list[int] | None 
         for v in n.inputs:
             if v is None:
                 ins.append(-1)
-            elif id(v) not in vindex:
+                continue
+            vi = vindex.get(id(v))
+            if vi is None:
                 raise PlanError(f"node {n.name!r} reads {v.name!r}, which is not defined before it")
-            else:
-                ins.append(vindex[id(v)])
-        if n.subgraphs:
+            ins.append(vi)
+        if n.attrs and holds_graph(n.attrs):
             for v in n.implicit_inputs():
                 if id(v) not in vindex:
                     raise PlanError(f"node {n.name!r}: subgraph reads {v.name!r}, which is not defined before it")

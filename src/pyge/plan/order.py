@@ -20,6 +20,7 @@ waits (its stream with it) until a WAIT closes one, unless nothing else can go f
 from __future__ import annotations
 
 import heapq
+from array import array
 
 from ..errors import PlanError
 from .plan import LAUNCH, RECORD, WAIT, Plan
@@ -55,7 +56,33 @@ def host_order(plan: Plan) -> list[tuple[int, int]]:
 
     A WAIT is never placed before the RECORD of its event. Raises PlanError if the plan
     deadlocks (a wait whose record can never be enqueued).
+
+    The order is a function of the steps, the number of events and the cap alone; the last
+    one computed for a plan is kept on it with those inputs (a private attribute, not a
+    field: it is in no dump or file) and given again while they are unchanged, since the
+    event-id pass and the verifier both replay it.
     """
+    key = _inputs_of(plan)
+    memo = getattr(plan, _MEMO, None)
+    if memo is not None and memo[0] == key:
+        return list(zip(memo[1], memo[2]))
+    out = _host_order(plan)
+    setattr(plan, _MEMO, (key, array("i", [s for s, _ in out]), array("i", [i for _, i in out])))
+    return out
+
+
+_MEMO = "_host_order_memo"
+
+
+def _inputs_of(plan: Plan) -> tuple:
+    """What host_order reads of `plan`, compactly (packed bytes: compared exactly)."""
+    steps = [st for ss in plan.streams for st in ss]
+    return (event_cap(plan), len(plan.events), tuple(map(len, plan.streams)),
+            array("q", [st.kind for st in steps]).tobytes(),
+            array("q", [st.arg for st in steps]).tobytes())
+
+
+def _host_order(plan: Plan) -> list[tuple[int, int]]:
     streams, n_events = plan.streams, len(plan.events)
     cap = event_cap(plan)
     open_waits = [0] * n_events             # WAITs of each event not yet enqueued

@@ -63,12 +63,16 @@ def fresh_name(graph: Graph, base: str) -> str:
     return unique_name(set(graph.values()), base)
 
 
-def fusion_sites(graph: Graph, plan: Callable[[Node, Graph], Any]) -> Iterator[tuple[Node, Any]]:
+def fusion_sites(graph: Graph, plan: Callable[[Node, Graph], Any],
+                 anchors: frozenset[str]) -> Iterator[tuple[Node, Any]]:
     """(node, plan(node, graph)) for each node of the root graph, in topological order, whose
     plan is not None. Plans are made one at a time, so each sees the fusions applied so far;
-    nodes an earlier fusion removed are skipped."""
+    nodes an earlier fusion removed are skipped. `anchors`: the op types plan can accept (it
+    returns None for any other): a graph without one is not even sorted."""
+    if not any(n.op_type in anchors for n in graph._nodes):
+        return
     for node in graph.topological_sort():
-        if node.graph is not graph:
+        if node.graph is not graph or node.op_type not in anchors:
             continue
         p = plan(node, graph)
         if p is not None:

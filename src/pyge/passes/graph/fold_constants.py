@@ -25,6 +25,7 @@ import logging
 import numpy as np
 
 from ...ir.graph import Graph
+from ...ir.node import holds_graph
 from .fold_size import output_bytes
 
 log = logging.getLogger(__name__)
@@ -41,9 +42,9 @@ def fold_constants(graph: Graph) -> int:
     from ...kernels.convert import to_numpy, to_torch
     folded = []
     for n in graph.topological_sort():
-        if n.op_type in _NEVER or n.subgraphs or n.domain not in ("", "ai.onnx"):
+        if n.op_type in _NEVER or (n.attrs and holds_graph(n.attrs)) or n.domain not in ("", "ai.onnx"):
             continue
-        known = _static_shape_of(n)
+        known = _static_shape_of(n) if n.op_type in ("Shape", "Size") else None
         if known is not None:
             graph.fold_to_constants(n, [known])
             folded.append(n.name)

@@ -22,6 +22,7 @@ from ._match import (FLOATS, affine_of, drop_unused_initializers, fresh_name, fu
                      is_static, mark_fused, note_fused, single_consumer)
 
 DOMAIN = "pyge"
+_AFFINE_OPS = frozenset({"BatchNormalization", "Mul", "Add", "Sub", "Div"})   # _match.affine_of's
 
 
 def _plan(first: Node, graph: Graph):
@@ -65,7 +66,7 @@ def _plan(first: Node, graph: Graph):
 def fuse_affine(graph: Graph) -> int:
     """Fuse every eligible affine chain (+Relu) of the root graph; returns how many."""
     fused = []
-    for first, p in fusion_sites(graph, _plan):
+    for first, p in fusion_sites(graph, _plan, _AFFINE_OPS):
         x, scale, shift, rest, relu = p
         dt = x.dtype
         names = [first.name] + [n.name for n in rest]

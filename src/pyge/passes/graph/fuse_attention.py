@@ -279,7 +279,7 @@ def _fuse(p: dict, graph: Graph, domain: str) -> str:
 def fuse_attention(graph: Graph) -> int:
     """Fuse every exact attention pattern of the root graph; returns how many."""
     domain = "" if graph.opset_imports.get("", 17) >= ATTENTION_OPSET else "pyge"
-    fused = [_fuse(p, graph, domain) for _, p in fusion_sites(graph, _plan)]
+    fused = [_fuse(p, graph, domain) for _, p in fusion_sites(graph, _plan, frozenset({"MatMul"}))]
     note_fused(graph, fused, domain or None)
     if fused:
         graph.sort()     # V and the mask may come after the first MatMul in node order

@@ -45,7 +45,7 @@ def _plan(conv: Node, graph: Graph):
 def fuse_conv_act(graph: Graph) -> int:
     """Fuse every eligible Conv(+Add)(+Relu) chain of the root graph; returns how many."""
     fused = []
-    for conv, p in fusion_sites(graph, _plan):
+    for conv, p in fusion_sites(graph, _plan, frozenset({"Conv"})):
         add, z, relu = p
         names = [conv.name]
         ins = list(conv.inputs) + [None] * (3 - len(conv.inputs))

@@ -90,7 +90,8 @@ def fuse_conv_bn(graph: Graph) -> int:
     """Fold every eligible affine chain into its Conv in the root graph; returns how many
     Convs took one."""
     fused = []
-    for conv in graph.topological_sort():
+    has_conv = any(n.op_type == "Conv" for n in graph._nodes)   # else _conv refuses them all
+    for conv in graph.topological_sort() if has_conv else ():
         if _conv(conv, graph):
             names = _fold_chain(conv, graph)
             if names:

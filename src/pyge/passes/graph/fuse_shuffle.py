@@ -50,7 +50,7 @@ def _plan(first: Node, graph: Graph):
 def fuse_channel_shuffle(graph: Graph) -> int:
     """Fuse every channel shuffle of the root graph; returns how many."""
     fused = []
-    for first, p in fusion_sites(graph, _plan):
+    for first, p in fusion_sites(graph, _plan, frozenset({"Reshape"})):
         x, g, tr, last = p
         names = [first.name, tr.name, last.name]
         graph.absorb(first, tr)

@@ -112,11 +112,14 @@ def _plan_memory(plan: Plan, options) -> MemoryPlan:
     items = make_items(plan, hb, readers, is_planned)
     peak = no_reuse = pack_no_reuse(items)
     added = 0
+    items_hb = hb
     if reuse and items:
         peak = _pack(items, hb)
         if plan.num_streams > 1:
             peak, added, hb = _maybe_order(plan, hb, items, readers, peak, cap)
-    _release_points(plan, hb, readers)
+    # The items' frontiers and last uses are the release points' too, while hb is theirs.
+    known = {it.vi: (it.front, it.last) for it in items} if hb is items_hb else {}
+    _release_points(plan, hb, readers, known)
     mem = MemoryPlan(buffers=_buffers(plan, items), peak_bytes=peak, no_reuse_bytes=no_reuse)
     plan.memory = mem
     plan.meta["memory_events"] = added
@@ -220,24 +223,31 @@ def _buffers(plan: Plan, items: list[Item]) -> list[Buffer]:
 
 # -- release points ----------------------------------------------------------------------
 
-def _release_points(plan: Plan, hb: HappensBefore, readers: list[list[int]]) -> None:
+def _release_points(plan: Plan, hb: HappensBefore, readers: list[list[int]],
+                    known: dict[int, tuple] | None = None) -> None:
+    """Each value's release point; `known`: value -> (frontier, last use) already computed
+    against `hb` (make_items's), which are not computed again."""
     for n in plan.nodes:
         n.free_after = []
     chain_pos = [[hb.position[v] for v in chain] for chain in hb.chains]
+    pos, known = hb.position, known or {}
     for v in plan.values:
         if v.producer < 0 or v.is_output or v.is_input or v.is_const:
             continue
-        m = _release_node(hb, chain_pos, readers[v.index] + [v.producer])
+        got = known.get(v.index)
+        if got is None:
+            uses = readers[v.index] + [v.producer]
+            got = hb.frontier(uses), max(uses, key=pos.__getitem__)
+        m = _release_node(hb, chain_pos, *got)
         if m >= 0:
             plan.nodes[m].free_after.append(v.index)
         # else: readers on streams that never join again; the value lives to the end of the run
 
 
-def _release_node(hb: HappensBefore, chain_pos: list[list[int]], uses: list[int]) -> int:
-    """The earliest node (in hb.order) at or after which every use of the value has finished."""
+def _release_node(hb: HappensBefore, chain_pos: list[list[int]], front, last: int) -> int:
+    """The earliest node (in hb.order) at or after which every use of the value has finished:
+    `front` is the frontier of its uses (producer and readers), `last` the latest in hb.order."""
     pos = hb.position
-    last = max(uses, key=pos.__getitem__)
-    front = hb.frontier(uses)
     if hb.all_before_or_at(front, last):     # usual case: one use follows all the others
         return last
     # Uses on several streams: the first node that every one of them happens-before

@@ -23,6 +23,7 @@ Then, as GE does, Constant nodes whose every consumer is unknown go with them.
 from __future__ import annotations
 
 from ...ir.graph import TENSOR, Graph, Node, Value
+from ...ir.node import holds_graph
 from ...kernels.host_ops import DATA_DEPENDENT_OPS, HOST_OPS
 
 
@@ -30,6 +31,12 @@ def value_reason(v: Value | None) -> str | None:
     """Why `v`'s size is known not to be fixed at compile time (None: nothing says so)."""
     if v is None:
         return None
+    if v.kind == TENSOR and v.shape is not None:
+        for d in v.shape:              # the usual case, quickly: every dim a plain int >= 0
+            if type(d) is not int or d < 0:
+                break
+        else:
+            return None
     if v.kind != TENSOR:
         return f"value {v.name!r} is a {v.kind}"
     for i, d in enumerate(v.shape or ()):
@@ -44,7 +51,10 @@ def _read(graph: Graph) -> set[int]:
     """Ids of the values some node of `graph` reads (explicitly or inside a body), plus its outputs."""
     out = {id(v) for v in graph.outputs}
     for n in graph.nodes:
-        out.update(id(v) for v in n.all_inputs())
+        if n.attrs and holds_graph(n.attrs):
+            out.update(id(v) for v in n.all_inputs())
+        else:                            # no body: its explicit inputs are all it reads
+            out.update([id(v) for v in n.inputs if v is not None])
     return out
 
 
@@ -59,7 +69,9 @@ def node_reason(node: Node, device: str, read: set[int]) -> str | None:
     on_cuda = str(device).startswith("cuda")
     if on_cuda and not node.domain and op in HOST_OPS:
         return f"{op} runs on the host on {device}"
-    for v in node.all_inputs():
+    has_body = bool(node.attrs) and holds_graph(node.attrs)
+    # (without a body, the explicit inputs in order: the first culprit is all_inputs' first)
+    for v in node.all_inputs() if has_body else [v for v in node.inputs if v is not None]:
         why = value_reason(v)
         if why is not None:
             return f"input {why}"
@@ -73,7 +85,7 @@ def node_reason(node: Node, device: str, read: set[int]) -> str | None:
             return f"output {why}"
         if on_cuda and v.dtype == "object":
             return f"output {v.name!r} is a string tensor (host only)"
-    for body in node.subgraphs:
+    for body in node.subgraphs if has_body else ():
         inner = _first_unknown(body, device)
         if inner is not None:
             return f"its subgraph {body.name!r} holds an unknown node ({inner})"

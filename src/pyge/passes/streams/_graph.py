@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...ir.graph import Graph, Node
+from ...ir.order import predecessor_positions
 from ..graph.engines import SKIP, kind_of
 
 LABEL_ATTR = "_stream_label"
@@ -72,14 +73,7 @@ class Topo:
         self.order = order = graph.topological_sort()
         self.pos = pos = {id(n): i for i, n in enumerate(order)}
         get = pos.get
-        preds: list[list[int]] = []
-        for n in order:
-            ps = []
-            for p in n.predecessors:
-                j = get(id(p))
-                if j is not None:
-                    ps.append(j)
-            preds.append(ps)
+        preds = [predecessor_positions(n, graph, get) for n in order]
         succs: list[list[int]] = [[] for _ in order]
         for i, ps in enumerate(preds):
             for p in ps:

@@ -22,7 +22,7 @@ from ...plan.order import host_order
 from ...plan.plan import LAUNCH, RECORD, WAIT, Plan
 from .collectives import check_collective_order
 from .clocks import PlanClocks
-from .memory import check_buffers, check_releases
+from .memory import check_buffers, check_releases, value_readers
 
 
 def verify_plan(plan: Plan) -> PlanClocks:
@@ -32,8 +32,9 @@ def verify_plan(plan: Plan) -> PlanClocks:
     _check_dependencies(plan, clocks)
     _check_event_ends(plan, clocks)
     _check_physical_ids(plan)
-    check_buffers(plan, clocks)
-    check_releases(plan, clocks)
+    readers = value_readers(plan)
+    check_buffers(plan, clocks, readers)
+    check_releases(plan, clocks, readers)
     check_collective_order(plan, clocks)
     return clocks
 

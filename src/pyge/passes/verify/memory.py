@@ -27,7 +27,8 @@ from ...plan.plan import Plan
 from .clocks import PlanClocks
 
 
-def _readers(plan: Plan) -> list[list[int]]:
+def value_readers(plan: Plan) -> list[list[int]]:
+    """Per value, the nodes reading it (the verifier's own count, not the planner's)."""
     readers: list[list[int]] = [[] for _ in plan.values]
     for v, node in enumerate(plan.nodes):
         for vi in dict.fromkeys(node.inputs):
@@ -40,7 +41,7 @@ def check_buffers(plan: Plan, clocks: PlanClocks, readers: list[list[int]] | Non
     """Tenants of one buffer must form a chain: every access of a tenant happens before the
     producer of the next (a node may read a tenant and write the next one in place). So
     must the values sharing any arena byte, whatever their buffers (check_overlaps)."""
-    readers = readers if readers is not None else _readers(plan)
+    readers = readers if readers is not None else value_readers(plan)
     check_overlaps(plan, clocks, readers)
     groups: dict[int, list[int]] = {}
     swept = len(plan.memory.buffers)
@@ -59,9 +60,7 @@ def check_buffers(plan: Plan, clocks: PlanClocks, readers: list[list[int]] | Non
         tenants = sorted(groups[b], key=lambda vi: (rank[plan.values[vi].producer]
                                                     if plan.values[vi].producer >= 0 else -1, vi))
         for a, nxt in zip(tenants, tenants[1:]):
-            va, vb = plan.values[a], plan.values[nxt]
-            _check_handover(plan, clocks, readers, f"buffer {b}: {va.name!r} -> {vb.name!r}",
-                            a, nxt)
+            _check_handover(plan, clocks, readers, _tenants_where(plan, b), a, nxt)
 
 
 def check_overlaps(plan: Plan, clocks: PlanClocks, readers: list[list[int]]) -> None:
@@ -76,26 +75,26 @@ def check_overlaps(plan: Plan, clocks: PlanClocks, readers: list[list[int]]) -> 
                 raise VerificationError(f"value {pv.name!r} at bytes [{start}, {start + pv.nbytes}) "
                                         f"of buffer {pv.buffer} lies outside the "
                                         f"{mem.peak_bytes}-byte arena")
-            bounds.append((start + pv.nbytes, 0, pv.index))   # ends sort before starts:
-            bounds.append((start, 1, pv.index))               # ranges are half-open
+            # ends sort before starts (ranges are half-open); the 4th field, the value's
+            # place in the sweep (producer launch order), never decides the sort
+            k = (rank[pv.producer] if pv.producer >= 0 else -1, pv.index)
+            bounds.append((start + pv.nbytes, 0, pv.index, k))
+            bounds.append((start, 1, pv.index, k))
     if len(bounds) < 4:
         return
     bounds.sort()
 
-    def key(vi: int) -> tuple[int, int]:
-        p = values[vi].producer
-        return (rank[p] if p >= 0 else -1, vi)
+    def where(a: int, b: int) -> str:
+        va, vb = values[a], values[b]
+        sa, sb = bufs[va.buffer].offset, bufs[vb.buffer].offset
+        return (f"overlapping arena bytes, {va.name!r} [{sa}, {sa + va.nbytes}) in buffer "
+                f"{va.buffer} -> {vb.name!r} [{sb}, {sb + vb.nbytes}) in buffer {vb.buffer}")
 
     def check(a: tuple[int, int], b: tuple[int, int]) -> None:
-        va, vb = values[a[1]], values[b[1]]
-        sa, sb = bufs[va.buffer].offset, bufs[vb.buffer].offset
-        where = (f"overlapping arena bytes, {va.name!r} [{sa}, {sa + va.nbytes}) in buffer "
-                 f"{va.buffer} -> {vb.name!r} [{sb}, {sb + vb.nbytes}) in buffer {vb.buffer}")
         _check_handover(plan, clocks, readers, where, a[1], b[1])
 
     active: list[tuple[int, int]] = []     # values covering the current offset, by key
-    for _, starts, vi in bounds:
-        k = key(vi)
+    for _, starts, _, k in bounds:
         i = bisect_left(active, k)
         if starts:
             active.insert(i, k)
@@ -109,10 +108,21 @@ def check_overlaps(plan: Plan, clocks: PlanClocks, readers: list[list[int]]) -> 
                 check(active[i - 1], active[i])
 
 
-def _check_handover(plan: Plan, clocks: PlanClocks, readers: list[list[int]], where: str,
+def _tenants_where(plan: Plan, b: int):
+    """The culprit line of a buffer's handover, as _check_handover asks for it."""
+    return lambda a, nxt: f"buffer {b}: {plan.values[a].name!r} -> {plan.values[nxt].name!r}"
+
+
+def _check_handover(plan: Plan, clocks: PlanClocks, readers: list[list[int]], where_of,
                     a: int, nxt: int) -> None:
+    """Value `a` hands its bytes over to `nxt`: fail unless every access of `a` happens
+    before `nxt` is written. `where_of(a, nxt)` names the pair; it is called only to fail
+    (most of the cost of a check was writing the line)."""
     va, vb = plan.values[a], plan.values[nxt]
     pa, pb = va.producer, vb.producer
+    if pb >= 0 and not va.is_output and pa != pb and clocks.all_before(pa, readers[a], pb):
+        return                                   # ordered: the usual case
+    where = where_of(a, nxt)
     if pb < 0:
         raise VerificationError(f"{where}: {vb.name!r} is a graph input or constant and cannot "
                                 "take over a buffer")
@@ -135,7 +145,7 @@ def check_releases(plan: Plan, clocks: PlanClocks, readers: list[list[int]] | No
     """A value released after node X: its producer and every reader happen before or at X."""
     if not any(node.free_after for node in plan.nodes):
         return
-    readers = readers if readers is not None else _readers(plan)
+    readers = readers if readers is not None else value_readers(plan)
     for x, node in enumerate(plan.nodes):
         for vi in node.free_after:
             pv = plan.values[vi]
@@ -143,6 +153,8 @@ def check_releases(plan: Plan, clocks: PlanClocks, readers: list[list[int]] | No
                 raise VerificationError(f"graph output {pv.name!r} is released after "
                                         f"{clocks.where(x)}")
             users = ([pv.producer] if pv.producer >= 0 else []) + readers[vi]
+            if clocks.all_before(-1, users, x):
+                continue                         # every use is before or at x: the usual case
             for r in users:
                 if not clocks.before_or_same(r, x):
                     raise VerificationError(
