@@ -65,6 +65,25 @@ def test_a_confirmed_choice_holds_longer_and_a_quiet_probe_restores_the_team(mon
     assert {fake.run(sizer, 2) for _ in range(100)} == {2}
 
 
+def test_short_runs_are_sampled_and_a_busy_machine_still_found(monkeypatch):
+    fake = _Fake(monkeypatch, {2: 0.0002, 1: 0.0001}, rate=0.0)
+    reads = []
+    monkeypatch.setattr(contention, "_switches", lambda: reads.append(1) or int(fake.switches))
+    sizer = TeamSizer()
+    for _ in range(1000):
+        fake.run(sizer, 2)
+    # 0.2 ms runs: one in 1 + SAMPLE_S / 0.2 ms measured, two readings each
+    assert 2 * 1000 // (1 + 5) - 2 <= len(reads) <= 2 * 1000 // (1 + 4) + 2
+    assert sizer.state == contention._WATCH
+    fake.rate = 50_000.0              # now busy: the sampled window still reaches WINDOW_S
+    runs = 0
+    while sizer.state == contention._WATCH:
+        fake.run(sizer, 2)
+        runs += 1
+        assert runs <= 6 * (contention.WINDOW_S / 0.0002) + 6
+    assert sizer.state == contention._PROBE
+
+
 def test_a_team_of_one_is_left_alone(monkeypatch):
     fake = _Fake(monkeypatch, {1: 0.01}, rate=10_000.0)
     sizer = TeamSizer()

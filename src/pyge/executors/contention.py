@@ -16,7 +16,9 @@ rare, nothing changes. Once they pass `BUSY_RATE` per second over a window of at
 (the full team, half of it, one thread), interleaved, keeps the fastest for `HOLD_S`, and
 then probes again; a probe that confirms a smaller team doubles the hold (up to
 `MAX_HOLD_S`), one that picks the full team goes back to watching. A quiet machine never
-probes. `benchmarks/bench_busy.py` measures it against onnxruntime with a hog on one core.
+probes. While watching, runs shorter than `SAMPLE_S` are sampled, not all measured: the two
+readings of a run cost about as much as a few small operators, and a window of the sampled
+runs' wall time measures the same rate. `benchmarks/bench_busy.py` measures it against onnxruntime with a hog on one core.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ WINDOW_S = 0.05       # the shortest stretch of runs the rate is taken over
 PROBE_RUNS = 3        # runs per candidate team in a probe
 HOLD_S = 2.0          # how long a probe's choice holds before the next probe
 MAX_HOLD_S = 30.0
+SAMPLE_S = 1e-3       # while watching, about one run per this much run time is measured
+MAX_SKIP = 15         # (at most this many runs go unmeasured in a row)
 
 _WATCH, _PROBE, _HOLD = 0, 1, 2
 
@@ -46,7 +50,7 @@ class TeamSizer:
     (`end`). `begin(full)` takes the team the run would use on a quiet machine."""
 
     __slots__ = ("state", "team", "hold", "until", "_held", "_t0", "_c0", "_wall", "_csw",
-                 "_plan", "_times")
+                 "_plan", "_times", "_skip", "_measured")
 
     def __init__(self):
         self.state = _WATCH
@@ -58,6 +62,8 @@ class TeamSizer:
         self._wall, self._csw = 0.0, 0
         self._plan: list[int] = []      # the probe's teams still to run, in order
         self._times: dict[int, list[float]] = {}
+        self._skip = 0                  # watching: runs to leave unmeasured before the next
+        self._measured = False          # whether the current run is measured
 
     def begin(self, full: int) -> int:
         """The team for the run about to start (at most `full`)."""
@@ -69,21 +75,29 @@ class TeamSizer:
             self.team = min(self.team, full)
         else:
             self.team = full
-        self._c0 = _switches()
+            if self._skip > 0:
+                self._skip -= 1
+                self._measured = False
+                return self.team
+        self._measured = True
+        if self.state == _WATCH:
+            self._c0 = _switches()
         self._t0 = _clock()
         return self.team
 
     def end(self) -> None:
         """After the run that `begin` started (also after a failed run)."""
+        if not self._measured:
+            return
         wall = _clock() - self._t0
-        csw = _switches() - self._c0
         if self.state == _PROBE:
             self._times.setdefault(self._plan.pop(0), []).append(wall)
             if not self._plan:
                 self._decide()
         elif self.state == _WATCH:
             self._wall += wall
-            self._csw += csw
+            self._csw += _switches() - self._c0
+            self._skip = min(MAX_SKIP, int(SAMPLE_S / wall)) if wall > 0 else MAX_SKIP
             if self._wall >= WINDOW_S:
                 busy = self._csw / self._wall >= BUSY_RATE
                 self._wall, self._csw = 0.0, 0
