@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import pyge
+from pyge.executors.partitioned import CallKernel
 
 from . import models
 
@@ -108,3 +109,20 @@ def test_a_torch_export_symbol_is_a_symbolic_batch():
         np.testing.assert_allclose(got, module(x, z).detach().numpy(), rtol=1e-5, atol=1e-6)
         [ref] = flat.run(feeds).values()
         np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_a_call_node_runs_its_sub_model_on_tensors(monkeypatch):
+    proto = models.detection()
+    model = pyge.compile(pyge.load_onnx(proto), "cpu")
+    feeds = models.FEEDS["det"](np.random.default_rng(0))
+    want = model.run(feeds)
+    calls = list(model.executor.calls.values())
+    assert calls and all(isinstance(k, CallKernel) and k.run_tensors is not None for k in calls)
+    slow = []
+    for k in calls:
+        run = k.executor.run
+        monkeypatch.setattr(k.executor, "run", lambda *a, _r=run, **kw: slow.append(1) or _r(*a, **kw))
+    got = model.run(feeds)
+    assert slow == []                  # every call took the tensor path
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])

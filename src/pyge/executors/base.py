@@ -165,6 +165,43 @@ def fast_feeds(plan: Plan) -> Callable[[Any], list | None]:
     return check
 
 
+def tensor_feeds(plan: Plan) -> Callable[[list], list | None]:
+    """For a caller holding the inputs as CPU tensors in the plan's input order (a
+    partitioned model's call node, executors/partitioned.py): the list itself where each is a
+    plain tensor of its planned dtype and static shape, as check_feeds + feeds_to_device would
+    pass it on; None where anything differs (the caller then takes `run`, which gives the
+    errors)."""
+    spec = []
+    for vi in plan.inputs:
+        v = plan.values[vi]
+        if v.kind != "tensor" or v.dtype is None or v.shape is None \
+                or not all(isinstance(d, int) for d in v.shape):
+            return lambda xs: None
+        dt = torch_dtype(v.dtype)
+        if dt is None:
+            return lambda xs: None
+        spec.append((dt, torch.Size(v.shape)))
+    n = len(spec)
+
+    def check(xs: list) -> list | None:
+        if len(xs) != n:
+            return None
+        for x, (dt, shape) in zip(xs, spec):
+            if x.__class__ is not torch.Tensor or x.dtype != dt or x.shape != shape \
+                    or not x.is_cpu:
+                return None
+        return xs
+    return check
+
+
+def tensor_outputs(plan: Plan, env_out: list[Any], owned: Any = (),
+                   owned_keys: frozenset = frozenset()) -> list[Any]:
+    """outputs_to_numpy's outputs, every one, in order, left as CPU tensors (the same copies
+    where an output shares memory with `owned`, a constant, a held tensor or another)."""
+    seen = {_storage(t) for t in owned if isinstance(t, torch.Tensor) and t.is_cpu}
+    return [_unshared(x, seen, "cpu", owned_keys) for x in env_out]
+
+
 def select_outputs(plan: Plan, output_names: Any) -> list[int] | None:
     """Positions in plan.outputs of `output_names` (None: every output, as None), checked
     before anything runs: an unknown or repeated name is an InputError listing the outputs."""

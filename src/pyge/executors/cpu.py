@@ -65,7 +65,8 @@ from ..options import parse_options
 from ..plan.order import merged_order
 from ..plan.plan import Plan
 from .base import (Arena, build_kernels, check_feeds, constants, fast_feeds, feeds_to_device,
-                   node_descriptions, outputs_to_numpy, select_outputs, storage_keys)
+                   node_descriptions, outputs_to_numpy, select_outputs, storage_keys,
+                   tensor_feeds, tensor_outputs)
 from .codegen import Aborted, compile_program, local_values, output_kinds, result_checkers
 from .contention import TeamSizer
 from .host_memory import tune_host_malloc
@@ -237,6 +238,7 @@ class CpuExecutor:
         self.consts = constants(graph, plan, device)
         self._const_keys = storage_keys(self.consts.values())     # constants: the same every run
         self._fast_feeds = fast_feeds(plan) if str(device) == "cpu" else (lambda feeds: None)
+        self._tensor_feeds = tensor_feeds(plan) if str(device) == "cpu" else (lambda xs: None)
         self._env0: list[Any] = [None] * len(plan.values)         # a run's table starts as this
         for vi, t in self.consts.items():
             self._env0[vi] = t
@@ -337,7 +339,23 @@ class CpuExecutor:
         plan = self.plan
         picked = select_outputs(plan, output_names)
         fed = self._fast_feeds(feeds)
-        arrays = check_feeds(self.graph, plan, feeds) if fed is None else None
+        if fed is None:
+            fed = feeds_to_device(check_feeds(self.graph, plan, feeds), self.device)
+        return outputs_to_numpy(plan, self._run_fed(fed, hooks), fed, picked, self._const_keys)
+
+    def run_tensors(self, inputs: list, hooks=None) -> list | None:
+        """Every output, in order, as CPU tensors, for inputs already CPU tensors of their
+        planned dtypes and static shapes in input order; None (nothing run) for any other
+        inputs, which `run` then takes. A partitioned model's call node runs its sub-model
+        so, without the numpy round trip of its feeds and outputs."""
+        fed = self._tensor_feeds(inputs)
+        if fed is None:
+            return None
+        return tensor_outputs(self.plan, self._run_fed(fed, hooks), fed, self._const_keys)
+
+    def _run_fed(self, fed: list, hooks) -> list:
+        """One run of run-time inputs `fed` (in input order); the outputs' values."""
+        plan = self.plan
         with self._lock:
             # forced threads stay; else smaller teams while the machine is busy (contention.py)
             team = self._sizer.begin(self.threads) if self.threads > 1 and not self.forced \
@@ -345,8 +363,6 @@ class CpuExecutor:
             job = _Job(list(self._env0), len(plan.events), self.busy[1:], hooks,
                        self.programs(hooks is not None), team, min(self.side_threads, team or 1))
             env = job.env
-            if fed is None:
-                fed = feeds_to_device(arrays, self.device)
             for vi, t in zip(plan.inputs, fed):
                 env[vi] = t
             try:
@@ -354,8 +370,7 @@ class CpuExecutor:
             finally:
                 if self.threads > 1 and not self.forced:
                     self._sizer.end()
-            outs = [env[i] for i in plan.outputs]
-        return outputs_to_numpy(plan, outs, fed, picked, self._const_keys)
+            return [env[i] for i in plan.outputs]
 
     def _execute(self, job: _Job) -> None:
         if not self.busy:

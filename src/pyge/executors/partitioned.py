@@ -11,7 +11,10 @@ into it before it returns, as CudaExecutor does for any caller: the boundary is 
 those events. On the CPU a sub-model's stream threads have finished when its run returns.
 
 Outputs handed to the root stay valid while the root reads them: on the CPU they are fresh
-tensors whose ownership passes to the root (the sub-model's executor keeps no reference);
+tensors whose ownership passes to the root (the sub-model's executor keeps no reference;
+inputs of the planned dtypes and shapes go in, and the outputs come back, as tensors, through
+run_tensors, with outputs_to_numpy's copies where an output shares memory with a constant,
+an input or another output);
 on CUDA a replayed graph writes its static outputs again at the next replay, so the call
 takes copies (CudaExecutor.run with output_device, copy=True), made on the root's stream;
 an eager sub-model hands its fresh results over, recorded for the root's stream.
@@ -94,6 +97,9 @@ class CallKernel:
         self.readers = _first_readers(plan)
         self.on_cuda = str(device).startswith("cuda")
         self.kw = {"output_device": str(device)} if self.on_cuda else {}
+        # CPU executors take the root's tensors and give theirs back as they are, where the
+        # inputs are what the sub-model's plan says (run_tensors; else the numpy round trip)
+        self.run_tensors = None if self.on_cuda else getattr(executor, "run_tensors", None)
         self.hook_args = (maps.nodes[maps_index], maps.stream_offset[maps_index],
                           maps.event_offset[maps_index])
 
@@ -102,6 +108,10 @@ class CallKernel:
         hooks = self.state.hooks
         sub_hooks = _PartHooks(hooks, *self.hook_args) if hooks is not None else None
         try:
+            if self.run_tensors is not None:
+                got = self.run_tensors(inputs, hooks=sub_hooks)
+                if got is not None:
+                    return got
             out = self.executor.run(dict(zip(self.in_names, inputs)), hooks=sub_hooks, **self.kw)
         except ExecutionError as err:
             raise ExecutionError(f"{err.node} in static sub-model {self.part.name!r}", err.cause) from err

@@ -19,7 +19,7 @@ from ..options import parse_options
 from ..plan.order import merged_order
 from ..plan.plan import LAUNCH, Plan
 from .base import (build_kernels, check_feeds, constants, fast_feeds, feeds_to_device, node_descriptions,
-                   outputs_to_numpy, select_outputs, storage_keys)
+                   outputs_to_numpy, select_outputs, storage_keys, tensor_feeds, tensor_outputs)
 from .codegen import compile_program, local_values, output_kinds, result_checkers
 from .contention import TeamSizer
 from .host_memory import tune_host_malloc
@@ -60,6 +60,7 @@ class SequentialExecutor:
         for vi, t in self.consts.items():
             self._env0[vi] = t
         self._fast_feeds = fast_feeds(plan) if str(device) == "cpu" else (lambda feeds: None)
+        self._tensor_feeds = tensor_feeds(plan) if str(device) == "cpu" else (lambda xs: None)
         self.order = merged_order(plan)
         self._steps = [(LAUNCH, ni) for ni in self.order]
         self._owner = local_values(plan, [self._steps])
@@ -97,7 +98,24 @@ class SequentialExecutor:
 
     def run(self, feeds: Mapping[str, Any], hooks=None, output_names=None) -> dict[str, Any]:
         """Outputs by name (only `output_names`, in that order, when given)."""
-        picked = select_outputs(self.plan, output_names)
+        plan = self.plan
+        picked = select_outputs(plan, output_names)
+        fed = self._fast_feeds(feeds)
+        if fed is None:
+            fed = feeds_to_device(check_feeds(self.graph, plan, feeds), self.device)
+        return outputs_to_numpy(plan, self._call(fed, hooks), fed, picked, self._const_keys)
+
+    def run_tensors(self, inputs: list, hooks=None) -> list | None:
+        """Every output, in order, as CPU tensors, for inputs already CPU tensors of their
+        planned dtypes and static shapes in input order; None (nothing run) for any other
+        inputs, which `run` then takes (CpuExecutor.run_tensors)."""
+        fed = self._tensor_feeds(inputs)
+        if fed is None:
+            return None
+        return tensor_outputs(self.plan, self._call(fed, hooks), fed, self._const_keys)
+
+    def _call(self, fed: list, hooks) -> list:
+        """One run of run-time inputs `fed` with the run's thread team; the outputs' values."""
         saved = torch.get_num_threads()
         # forced, or torch's own setting: smaller while the machine is busy (contention.py)
         team = self.threads or (self._sizer.begin(saved) if saved > 1 else saved)
@@ -106,19 +124,16 @@ class SequentialExecutor:
                 torch.set_num_threads(team)
             if self.into():
                 with self._lock:             # the planned buffers: one run at a time
-                    return self._run(feeds, hooks, picked)
-            return self._run(feeds, hooks, picked)
+                    return self._run(fed, hooks)
+            return self._run(fed, hooks)
         finally:
             if not self.threads and saved > 1:
                 self._sizer.end()
             if team != saved:
                 torch.set_num_threads(saved)
 
-    def _run(self, feeds: Mapping[str, Any], hooks, picked) -> dict[str, Any]:
+    def _run(self, fed: list, hooks) -> list:
         plan = self.plan
-        fed = self._fast_feeds(feeds)
-        if fed is None:
-            fed = feeds_to_device(check_feeds(self.graph, plan, feeds), self.device)
         env = list(self._env0)
         for vi, t in zip(plan.inputs, fed):
             env[vi] = t
@@ -129,5 +144,4 @@ class SequentialExecutor:
             if isinstance(err, PygeError):
                 raise err         # ours already name the culprit
             raise ExecutionError(self.descs[ni], err) from err
-        return outputs_to_numpy(plan, [env[i] for i in plan.outputs],
-                                fed, picked, self._const_keys)
+        return [env[i] for i in plan.outputs]
