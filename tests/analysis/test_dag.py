@@ -72,6 +72,31 @@ def test_topological_order_is_one(dag, smallest_first):
     assert succs == successors(preds)
 
 
+def _heap_kahn(preds):
+    """Kahn taking the smallest ready node, the plain way (the oracle of the shortcut)."""
+    import heapq
+    succs, indeg = successors(preds), [len(ps) for ps in preds]
+    ready = [v for v in range(len(preds)) if not indeg[v]]
+    order = []
+    while ready:
+        v = heapq.heappop(ready)
+        order.append(v)
+        for w in succs[v]:
+            indeg[w] -= 1
+            if not indeg[w]:
+                heapq.heappush(ready, w)
+    return order
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(topo_dags(), dags()))
+def test_smallest_first_is_the_heap_order_numbered_or_not(dag):
+    # Topologically numbered DAGs take a shortcut (the identity order): it must be the order
+    # the heap would give, and a shuffled numbering must still go through the heap.
+    preds, _ = dag
+    assert topological_order(preds, True)[0] == _heap_kahn(preds)
+
+
 def test_topological_order_stops_short_on_a_cycle():
     order, _ = topological_order([[2], [0], [1], []])
     assert order == [3]

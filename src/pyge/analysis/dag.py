@@ -37,6 +37,11 @@ def topological_order(preds: Sequence[Sequence[int]], smallest_first: bool = Tru
     indeg = [len(ps) for ps in preds]
     order: list[int] = []
     if smallest_first:
+        if all(p < v for v, ps in enumerate(preds) for p in ps):
+            # Numbered topologically already: Kahn taking the smallest ready node would pop
+            # 0, 1, 2, ... (each node's predecessors are all smaller, so it is ready, and
+            # every smaller node is gone), so that is the order, without the heap.
+            return list(range(n)), succs
         ready = [v for v in range(n) if indeg[v] == 0]
         heapq.heapify(ready)
         while ready:

@@ -202,6 +202,8 @@ class HappensBefore:
                 c = [-1] * ns
             elif len(ps) == 1:
                 c = clock[ps[0]][:]
+            elif len(ps) == 2:                        # the usual join, without the generator
+                c = list(map(max, clock[ps[0]], clock[ps[1]]))
             else:
                 c = list(map(max, *(clock[p] for p in ps)))
             c[stream_of[v]] = ordinal[v]

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 from ...analysis.happens_before import HappensBefore
 from ...errors import PlanError
@@ -230,6 +230,7 @@ def _release_points(plan: Plan, hb: HappensBefore, readers: list[list[int]],
     for n in plan.nodes:
         n.free_after = []
     chain_pos = [[hb.position[v] for v in chain] for chain in hb.chains]
+    cols = _chain_clocks(hb)
     pos, known = hb.position, known or {}
     for v in plan.values:
         if v.producer < 0 or v.is_output or v.is_input or v.is_const:
@@ -238,45 +239,41 @@ def _release_points(plan: Plan, hb: HappensBefore, readers: list[list[int]],
         if got is None:
             uses = readers[v.index] + [v.producer]
             got = hb.frontier(uses), max(uses, key=pos.__getitem__)
-        m = _release_node(hb, chain_pos, *got)
+        m = _release_node(hb, chain_pos, cols, *got)
         if m >= 0:
             plan.nodes[m].free_after.append(v.index)
         # else: readers on streams that never join again; the value lives to the end of the run
 
 
-def _release_node(hb: HappensBefore, chain_pos: list[list[int]], front, last: int) -> int:
+def _chain_clocks(hb: HappensBefore) -> list[list[list[int]]]:
+    """cols[s][t][k]: the stream-t entry of the clock of stream s's k-th launch. Along one
+    stream every entry only grows (a launch's clock covers its stream predecessor's), so
+    each column is sorted and can be bisected."""
+    clock = hb.clock
+    return [[list(c) for c in zip(*(clock[v] for v in chain))] if chain else []
+            for chain in hb.chains]
+
+
+def _release_node(hb: HappensBefore, chain_pos: list[list[int]], cols: list[list[list[int]]],
+                  front, last: int) -> int:
     """The earliest node (in hb.order) at or after which every use of the value has finished:
     `front` is the frontier of its uses (producer and readers), `last` the latest in hb.order."""
     pos = hb.position
     if hb.all_before_or_at(front, last):     # usual case: one use follows all the others
         return last
     # Uses on several streams: the first node that every one of them happens-before
-    # (typically the consumer after a join). Along one stream that test is monotone (a
-    # launch's clock covers its stream predecessor's), so search each stream's launches
-    # after `last` and keep the earliest hit; nothing earlier is safe to release at.
+    # (typically the consumer after a join). On one stream, the first launch after `last`
+    # whose clock covers each (stream, ordinal) of the frontier is, per entry, a bisection
+    # of that stream's sorted clock column; the latest of those covers them all. Keep the
+    # earliest hit over the streams; nothing earlier is safe to release at.
     best, best_pos = -1, len(pos)
-    ok = lambda m: hb.all_before_or_at(front, m)  # noqa: E731
-    for chain, cpos in zip(hb.chains, chain_pos):
-        k = _first_true(chain, cpos, bisect_right(cpos, pos[last]), best_pos, ok)
-        if k >= 0:
+    after = pos[last]
+    for chain, cpos, col in zip(hb.chains, chain_pos, cols):
+        if not chain:
+            continue
+        k = bisect_right(cpos, after)
+        for s, o in front:
+            k = bisect_left(col[s], o, k)
+        if k < len(chain) and cpos[k] < best_pos:
             best, best_pos = chain[k], cpos[k]
     return best
-
-
-def _first_true(chain: list[int], cpos: list[int], lo: int, limit: int, ok) -> int:
-    """The first index k >= lo with ok(chain[k]) and cpos[k] < limit, or -1 (ok monotone).
-    Galloping: the hit is usually a few launches away, so the cost is O(log distance)."""
-    end = bisect_right(cpos, limit - 1, lo)       # indices with cpos < limit
-    step, hi = 1, lo
-    while hi < end and not ok(chain[hi]):
-        lo = hi + 1
-        hi, step = min(hi + step, end - 1) if hi + 1 < end else end, step * 2
-    if hi >= end:
-        return -1
-    while lo < hi:                                 # ok(chain[hi]); everything < lo fails
-        mid = (lo + hi) // 2
-        if ok(chain[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi

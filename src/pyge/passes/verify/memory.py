@@ -64,9 +64,16 @@ def check_buffers(plan: Plan, clocks: PlanClocks, readers: list[list[int]] | Non
 
 
 def check_overlaps(plan: Plan, clocks: PlanClocks, readers: list[list[int]]) -> None:
-    """Values whose arena byte ranges overlap, whatever their buffer ids, are ordered."""
+    """Values whose arena byte ranges overlap, whatever their buffer ids, are ordered.
+
+    The sweep's keys are plain integers, compared as the tuples they encode (m bounds every
+    value index): a bound (offset, 1 for a start / 0 for an end, value) is
+    (2 * offset + flag) * m + value, and a value's place among the active ones,
+    (producer launch rank, -1 for none; value), is (rank + 1) * m + value."""
     mem = plan.memory
     bufs, values, rank = mem.buffers, plan.values, clocks.rank
+    m = 1 + max((pv.index for pv in values), default=0)
+    place = [0] * m
     bounds = []
     for pv in values:
         if 0 <= pv.buffer < len(bufs) and pv.nbytes > 0:
@@ -75,11 +82,10 @@ def check_overlaps(plan: Plan, clocks: PlanClocks, readers: list[list[int]]) -> 
                 raise VerificationError(f"value {pv.name!r} at bytes [{start}, {start + pv.nbytes}) "
                                         f"of buffer {pv.buffer} lies outside the "
                                         f"{mem.peak_bytes}-byte arena")
-            # ends sort before starts (ranges are half-open); the 4th field, the value's
-            # place in the sweep (producer launch order), never decides the sort
-            k = (rank[pv.producer] if pv.producer >= 0 else -1, pv.index)
-            bounds.append((start + pv.nbytes, 0, pv.index, k))
-            bounds.append((start, 1, pv.index, k))
+            vi = pv.index
+            place[vi] = (rank[pv.producer] + 1 if pv.producer >= 0 else 0) * m + vi
+            bounds.append(2 * (start + pv.nbytes) * m + vi)   # ends sort before starts:
+            bounds.append((2 * start + 1) * m + vi)           # ranges are half-open
     if len(bounds) < 4:
         return
     bounds.sort()
@@ -90,13 +96,22 @@ def check_overlaps(plan: Plan, clocks: PlanClocks, readers: list[list[int]]) -> 
         return (f"overlapping arena bytes, {va.name!r} [{sa}, {sa + va.nbytes}) in buffer "
                 f"{va.buffer} -> {vb.name!r} [{sb}, {sb + vb.nbytes}) in buffer {vb.buffer}")
 
-    def check(a: tuple[int, int], b: tuple[int, int]) -> None:
-        _check_handover(plan, clocks, readers, where, a[1], b[1])
+    all_before = clocks.all_before
 
-    active: list[tuple[int, int]] = []     # values covering the current offset, by key
-    for _, starts, _, k in bounds:
+    def check(ka: int, kb: int) -> None:
+        a, b = ka % m, kb % m
+        va, pb = values[a], values[b].producer      # _check_handover's usual case, inline
+        if pb >= 0 and not va.is_output and va.producer != pb and \
+                all_before(va.producer, readers[a], pb):
+            return
+        _check_handover(plan, clocks, readers, where, a, b)
+
+    active: list[int] = []     # values covering the current offset, by place
+    for bound in bounds:
+        q, vi = divmod(bound, m)
+        k = place[vi]
         i = bisect_left(active, k)
-        if starts:
+        if q & 1:
             active.insert(i, k)
             if i > 0:
                 check(active[i - 1], k)
