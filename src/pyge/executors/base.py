@@ -129,17 +129,27 @@ def feeds_to_device(arrays: list[Any], device: Any) -> list[Any]:
     return out
 
 
+def _static_inputs(plan: Plan) -> list | None:
+    """The plan's input values where every one is a tensor of known dtype and static shape
+    (what the fast feed checks below take); None otherwise."""
+    inputs = [plan.values[vi] for vi in plan.inputs]
+    for v in inputs:
+        if v.kind != "tensor" or v.dtype is None or v.shape is None \
+                or not all(isinstance(d, int) for d in v.shape):
+            return None
+    return inputs
+
+
 def fast_feeds(plan: Plan) -> Callable[[Any], list | None]:
     """check_feeds + feeds_to_device for the common call on the CPU, cheaper: a dict of
     exactly the inputs, each a writable C-contiguous numpy array of its planned dtype and
     static shape, becomes CPU tensors sharing the arrays' memory. The function returns None
     where anything differs (then the general pair runs, and gives the errors)."""
+    inputs = _static_inputs(plan)
+    if inputs is None:
+        return lambda feeds: None
     spec = []
-    for vi in plan.inputs:
-        v = plan.values[vi]
-        if v.kind != "tensor" or v.dtype is None or v.shape is None \
-                or not all(isinstance(d, int) for d in v.shape):
-            return lambda feeds: None
+    for v in inputs:
         try:
             dt = np.dtype(v.dtype)
         except TypeError:
@@ -171,12 +181,11 @@ def tensor_feeds(plan: Plan) -> Callable[[list], list | None]:
     plain tensor of its planned dtype and static shape, as check_feeds + feeds_to_device would
     pass it on; None where anything differs (the caller then takes `run`, which gives the
     errors)."""
+    inputs = _static_inputs(plan)
+    if inputs is None:
+        return lambda xs: None
     spec = []
-    for vi in plan.inputs:
-        v = plan.values[vi]
-        if v.kind != "tensor" or v.dtype is None or v.shape is None \
-                or not all(isinstance(d, int) for d in v.shape):
-            return lambda xs: None
+    for v in inputs:
         dt = torch_dtype(v.dtype)
         if dt is None:
             return lambda xs: None

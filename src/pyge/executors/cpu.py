@@ -70,7 +70,7 @@ from .base import (Arena, build_kernels, check_feeds, constants, fast_feeds, fee
 from .codegen import Aborted, compile_program, local_values, output_kinds, result_checkers
 from .contention import TeamSizer
 from .host_memory import tune_host_malloc
-from .into import Into, plan_into
+from .into import Into, cached_into
 
 log = logging.getLogger(__name__)
 
@@ -280,9 +280,7 @@ class CpuExecutor:
 
     def into(self) -> Into:
         """Which nodes write into planned buffers (into.py), for the current kernels."""
-        if self._into is None or self._into[0] is not self.kernels:
-            self._into = (self.kernels, plan_into(self.plan, self.kernels) if self._into_on
-                          else Into([None] * len(self.plan.nodes), None, 0))
+        self._into = cached_into(self._into, self.plan, self.kernels, self._into_on)
         return self._into[1]
 
     # -- workers -----------------------------------------------------------------------

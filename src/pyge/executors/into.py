@@ -139,3 +139,13 @@ def _plan_into(plan: Plan, kernels: Sequence[Callable]) -> Into:
         if c is not None:
             calls[ni] = (c[0], views[c[1]])
     return Into(calls, torch.from_numpy(base), size)
+
+
+def cached_into(cache: tuple | None, plan: Plan, kernels: Sequence[Callable], on: bool) -> tuple:
+    """An executor's (kernels, Into): `cache` while it was made for these kernels (tests
+    replace them to spy), else plan_into made again (an empty Into where `on` is False)."""
+    if cache is None or cache[0] is not kernels:
+        cache = (kernels, plan_into(plan, kernels) if on
+                 else Into([None] * len(plan.nodes), None, 0))
+    return cache
+

@@ -23,7 +23,7 @@ from .base import (build_kernels, check_feeds, constants, fast_feeds, feeds_to_d
 from .codegen import compile_program, local_values, output_kinds, result_checkers
 from .contention import TeamSizer
 from .host_memory import tune_host_malloc
-from .into import Into, plan_into
+from .into import Into, cached_into
 
 
 class _Solo:
@@ -91,9 +91,7 @@ class SequentialExecutor:
 
     def into(self) -> Into:
         """Which nodes write into planned buffers (into.py), for the current kernels."""
-        if self._into is None or self._into[0] is not self.kernels:
-            self._into = (self.kernels, plan_into(self.plan, self.kernels) if self._into_on
-                          else Into([None] * len(self.plan.nodes), None, 0))
+        self._into = cached_into(self._into, self.plan, self.kernels, self._into_on)
         return self._into[1]
 
     def run(self, feeds: Mapping[str, Any], hooks=None, output_names=None) -> dict[str, Any]:
