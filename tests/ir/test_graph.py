@@ -272,6 +272,13 @@ def test_an_onnx_model_with_two_nodes_of_one_name_loads_with_unique_names():
     np.testing.assert_array_equal(out, [-1.0, 0.0])
 
 
+def _add_relu(g: Graph, x: Value, name: str, out: str) -> Node:
+    n = Node("Relu", name)
+    n.append_input(x)
+    n.add_output(Value(out))
+    return g.add_node(n)
+
+
 def test_remove_node_many_in_random_order_keeps_the_order_of_the_rest():
     """remove_node finds a node from position hints (no scan of the whole list); interleaved
     with add_node and sort, what stays must be exactly what list.remove would leave."""
@@ -282,20 +289,12 @@ def test_remove_node_many_in_random_order_keeps_the_order_of_the_rest():
     g.add_input(x)
     expected = []
     for i in range(3000):
-        n = Node("Relu", f"n{i}")
-        n.append_input(x)
-        n.add_output(Value(f"y{i}"))
-        g.add_node(n)
-        expected.append(n)
+        expected.append(_add_relu(g, x, f"n{i}", f"y{i}"))
     for step in range(2500):
         victim = expected.pop(rng.randrange(len(expected)))
         g.remove_node(victim)
         if step % 97 == 0:
-            n = Node("Relu", f"m{step}")
-            n.append_input(x)
-            n.add_output(Value(f"z{step}"))
-            g.add_node(n)
-            expected.append(n)
+            expected.append(_add_relu(g, x, f"m{step}", f"z{step}"))
         if step % 701 == 0:
             g.sort()
             assert g.nodes == expected
@@ -307,12 +306,7 @@ def test_remove_node_after_the_list_was_edited_by_hand():
     g = Graph("hand")
     x = Value("x", "float32", (1,))
     g.add_input(x)
-    ns = []
-    for i in range(5):
-        n = Node("Relu", f"n{i}")
-        n.append_input(x)
-        n.add_output(Value(f"y{i}"))
-        ns.append(g.add_node(n))
+    ns = [_add_relu(g, x, f"n{i}", f"y{i}") for i in range(5)]
     g.remove_node(ns[0])          # builds the hints
     g._nodes.reverse()            # not through the editing methods
     g.remove_node(ns[1])
