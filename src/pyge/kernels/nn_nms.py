@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ._util import node_error, run_error
+from .nn_nms_classes import descending_keys, select_classes
 from .nn_nms_graph import greedy_keep, suppressing_pairs
 from .nn_nms_sweep import Line, sweep_pairs
 from .registry import register
@@ -39,6 +40,9 @@ GROW = 4
 SMALL_JUMP = 64
 # Up to this many scores in all, numpy sorts them (see _score_order).
 NUMPY_SORT = 1 << 17
+# Where the boxes that are a candidate in some class are so in this many classes on average
+# or more, selection runs in all classes at once (nn_nms_classes.py).
+CLASS_SHARE = 4
 
 
 def _corners(b: np.ndarray, center: bool):
@@ -158,6 +162,10 @@ def select(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr, score_t
     nb, nc, n = scores.shape
     if max_out <= 0 or n == 0 or nc == 0:
         return np.zeros((0, 3), np.int64)
+    if nc > 1:
+        shared = _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center)
+        if shared is not None:
+            return shared
     g_all, r_all, box_all, longest = _candidates(scores, score_thr)
     small = longest <= SMALL_N
     bx = _Boxes(boxes, center, nb * nc, small)
@@ -199,6 +207,31 @@ def select(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr, score_t
         < max_out
     g, at = g[take], at[take]
     return np.stack([g // nc, g % nc, at % n], 1).astype(np.int64)
+
+
+def _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center):
+    """select's result by nn_nms_classes where the boxes are candidates in many classes
+    each (CLASS_SHARE), else None."""
+    nb, nc, n = scores.shape
+    s = scores.transpose(0, 2, 1).reshape(nb * n, nc)
+    if score_thr is None:
+        cand = np.ones(s.shape, bool)
+    else:
+        with np.errstate(invalid="ignore"):
+            cand = s > score_thr
+    per_batch = np.count_nonzero(cand.any(1).reshape(nb, n), axis=1)
+    if int(np.count_nonzero(cand)) < CLASS_SHARE * max(int(per_batch.sum()), 1):
+        return None
+    bx = _Boxes(boxes, center, nb, int(per_batch.max()) <= SMALL_N)
+
+    def pairs(at):
+        part = bx.joinable[at]
+        if not part.all():
+            sub = np.flatnonzero(part)
+            a, b = pairs(at[sub])
+            return sub[a], sub[b]
+        return bx.pairs(at, at // n, np.zeros(at.size, bool), iou_thr)
+    return select_classes(descending_keys(s), cand, nb, nc, n, max_out, pairs)
 
 
 def _host(x, dtype) -> np.ndarray:
