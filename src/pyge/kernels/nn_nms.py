@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ._util import node_error, run_error
-from .nn_nms_classes import descending_keys, select_classes
+from .nn_nms_classes import select_classes
 from .nn_nms_graph import greedy_keep, suppressing_pairs
 from .nn_nms_sweep import Line, sweep_pairs
 from .registry import register
@@ -40,9 +40,14 @@ GROW = 4
 SMALL_JUMP = 64
 # Up to this many scores in all, numpy sorts them (see _score_order).
 NUMPY_SORT = 1 << 17
-# Where the boxes that are a candidate in some class are so in this many classes on average
-# or more, selection runs in all classes at once (nn_nms_classes.py).
-CLASS_SHARE = 4
+# With several classes, selection runs in all classes at once (nn_nms_classes.py) where the
+# candidates the blocks would look at, about CLASS_REACH * max_output_boxes_per_class per
+# (batch, class) at most, number CLASS_SHARE times the boxes that are a candidate in some
+# class or more. (It joins all those boxes at once: where most of them are suppressed or
+# fall past max_output_boxes_per_class, the blocks by rank cost less, unless the classes
+# are many per box.)
+CLASS_SHARE = 6
+CLASS_REACH = 4
 
 
 def _corners(b: np.ndarray, center: bool):
@@ -213,15 +218,17 @@ def _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center):
     """select's result by nn_nms_classes where the boxes are candidates in many classes
     each (CLASS_SHARE), else None."""
     nb, nc, n = scores.shape
-    s = scores.transpose(0, 2, 1).reshape(nb * n, nc)
     if score_thr is None:
-        cand = np.ones(s.shape, bool)
+        cand = np.ones(scores.shape, bool)
     else:
         with np.errstate(invalid="ignore"):
-            cand = s > score_thr
-    per_batch = np.count_nonzero(cand.any(1).reshape(nb, n), axis=1)
-    if int(np.count_nonzero(cand)) < CLASS_SHARE * max(int(per_batch.sum()), 1):
+            cand = scores > score_thr
+    per_batch = np.count_nonzero(cand.any(1), axis=1)
+    reach = np.minimum(np.count_nonzero(cand, axis=2), CLASS_REACH * max_out)
+    if int(reach.sum()) < CLASS_SHARE * int(per_batch.sum()):
         return None
+    s = scores.transpose(0, 2, 1).reshape(nb * n, nc)
+    cand = cand.transpose(0, 2, 1).reshape(nb * n, nc)
     bx = _Boxes(boxes, center, nb, int(per_batch.max()) <= SMALL_N)
 
     def pairs(at):
@@ -231,7 +238,7 @@ def _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center):
             a, b = pairs(at[sub])
             return sub[a], sub[b]
         return bx.pairs(at, at // n, np.zeros(at.size, bool), iou_thr)
-    return select_classes(descending_keys(s), cand, nb, nc, n, max_out, pairs)
+    return select_classes(s, cand, nb, nc, n, max_out, pairs)
 
 
 def _host(x, dtype) -> np.ndarray:

@@ -60,6 +60,10 @@ def _unpack(words: np.ndarray, classes: int) -> np.ndarray:
     return bits.reshape(words.shape[0], -1)[:, :classes]
 
 
+def _popcount(words) -> int:
+    return int(np.bitwise_count(words).sum())
+
+
 def _rounds(cand, rank_ok, src, dst, starts, slow_after=SLOW_AFTER):
     """Greedy selection over the nodes in rounds. cand [m, W]: the classes each node is a
     candidate in; src / dst: the directed pairs (src -> dst) sorted by dst, node v's from
@@ -69,43 +73,45 @@ def _rounds(cand, rank_ok, src, dst, starts, slow_after=SLOW_AFTER):
     pairs without any are dropped, so that the last rounds are cheap."""
     undecided = cand.copy()
     kept = np.zeros_like(cand)
-    nodes = None                # the nodes still in play (None: all)
-    left = built = int(np.bitwise_count(undecided).sum())
+    nodes = None                # the nodes in play, where not all: sub / got are theirs
+    sub, got = undecided, kept
+    left = built = _popcount(sub)
     rounds = 0
     while left:
-        sub = undecided if nodes is None else undecided[nodes]
-        wait = np.bitwise_or.reduceat(sub[src] & rank_ok, starts, axis=0)
+        wait = np.bitwise_or.reduceat(np.take(sub, src, 0) & rank_ok, starts, axis=0)
         new = sub & ~wait
         sub ^= new
-        now = int(np.bitwise_count(sub).sum())
+        got |= new
+        now = _popcount(sub)
         if now:     # a kept node's undecided neighbours are suppressed
-            sub &= ~np.bitwise_or.reduceat(new[src], starts, axis=0)
-            now = int(np.bitwise_count(sub).sum())
-        if nodes is None:
-            kept |= new
-        else:
-            kept[nodes] |= new
-            undecided[nodes] = sub
+            sub &= ~np.bitwise_or.reduceat(np.take(new, src, 0), starts, axis=0)
+            now = _popcount(sub)
         rounds += 1
         if now and rounds >= slow_after and 8 * (left - now) < left:
             break
         left = now
         if left and 4 * left < built and src.size > _PRUNE_PAIRS:
+            if nodes is not None:
+                undecided[nodes], kept[nodes] = sub, got
             nodes, src, dst, starts, rank_ok = _prune(undecided, kept, nodes, src, dst,
                                                       rank_ok)
-            built = left
+            sub, got = np.take(undecided, nodes, 0), np.take(kept, nodes, 0)
+            left = built = _popcount(sub)
+    if nodes is not None:
+        undecided[nodes], kept[nodes] = sub, got
     return kept, undecided
 
 
 def _prune(undecided, kept, nodes, src, dst, rank_ok):
-    """The pairs between nodes that still hold undecided bits, renumbered over the nodes
-    that have such a pair; a node with undecided bits and no such pair is kept in them."""
-    live = undecided.any(1) if nodes is None else undecided[nodes].any(1)
+    """The pairs between nodes in play that still hold undecided bits, renumbered over the
+    nodes that have such a pair (returned as `nodes`, indices into `undecided`); a node with
+    undecided bits and no such pair is kept in them."""
+    base = np.arange(undecided.shape[0]) if nodes is None else nodes
+    live = np.take(undecided, base, 0).any(1)
     keep = live[src] & live[dst]
-    src, dst, rank_ok = src[keep], dst[keep], rank_ok[keep]
+    src, dst, rank_ok = src[keep], dst[keep], np.compress(keep, rank_ok, 0)
     paired = np.zeros(live.size, bool)
     paired[dst] = True
-    base = np.arange(live.size) if nodes is None else nodes
     alone = base[live & ~paired]
     kept[alone] |= undecided[alone]
     undecided[alone] = 0
@@ -144,37 +150,44 @@ def _graph(a, b, m):
     return np.concatenate([a, b])[perm], dst, starts, perm
 
 
-def select_classes(keys, cand, nb, nc, n, max_out, pairs):
-    """The [k, 3] (batch, class, box) indices NMS selects. keys / cand [nb * n, nc], box
-    by box (batch * n + box): each class's score key (descending_keys) and whether the box
-    is a candidate in that class. pairs(at) gives the suppressing pairs (a, b), a < b,
-    among the flat boxes `at` (increasing), as positions in `at`."""
+def select_classes(scores, cand, nb, nc, n, max_out, pairs):
+    """The [k, 3] (batch, class, box) indices NMS selects. scores / cand [nb * n, nc], box
+    by box (batch * n + box): each class's score and whether the box is a candidate in that
+    class. pairs(at) gives the suppressing pairs (a, b), a < b, among the flat boxes `at`
+    (increasing), as positions in `at`."""
     at = np.flatnonzero(cand.any(1))
     a, b = pairs(at)
     kept = cand
+    words = (nc + 63) // 64
     if a.size:
-        a, b = at[a], at[b]
-        mark = np.zeros(nb * n, bool)
+        bits = _pack(np.take(cand, at, 0), words)
+        common = (np.take(bits, a, 0) & np.take(bits, b, 0)).any(1)
+        if not common.all():            # pairs of boxes never candidates in one class
+            a, b = np.compress(common, a), np.compress(common, b)
+    if a.size:
+        mark = np.zeros(at.size, bool)
         mark[a] = True
         mark[b] = True
-        nodes = np.flatnonzero(mark)
+        local = np.flatnonzero(mark)
         loc = np.cumsum(mark) - 1
         la, lb = loc[a], loc[b]
-        words = (nc + 63) // 64
-        key_n = keys[nodes]
+        nodes = at[local]
+        key_n = descending_keys(np.take(scores, nodes, 0))
         # la < lb: the same batch, a lower box index, so equal keys rank la first
-        first = _pack(key_n[la] <= key_n[lb], words)
+        first = _pack(np.take(key_n, la, 0) <= np.take(key_n, lb, 0), words)
         src, dst, starts, perm = _graph(la, lb, nodes.size)
-        k, undecided = _rounds(_pack(cand[nodes], words), np.concatenate([first, ~first])[perm],
+        k, undecided = _rounds(np.take(bits, local, 0),
+                               np.take(np.concatenate([first, ~first]), perm, 0),
                                src, dst, starts)
         kept_n = _unpack(k, nc)
         if undecided.any():
             kept_n |= _finish(undecided, key_n, nodes // n, la, lb, nc)
         kept = cand.copy()
         kept[nodes] = kept_n
-    v, c = np.nonzero(kept)
-    g, box, key = (v // n) * nc + c, v % n, keys[v, c]
-    kbits = 8 * keys.itemsize
+    f = np.flatnonzero(kept)
+    v, c = f // nc, f % nc
+    g, box, key = (v // n) * nc + c, v % n, descending_keys(np.take(scores, f))
+    kbits = 8 * key.itemsize
     gbits, bbits = int(nb * nc).bit_length(), int(n).bit_length()
     if gbits + kbits + bbits <= 64:
         packed = np.sort((g.astype(np.uint64) << np.uint64(kbits + bbits))
