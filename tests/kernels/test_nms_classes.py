@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pyge
-from pyge.kernels import nn_nms, nn_nms_classes
+from pyge.kernels import nn_nms, nn_nms_classes, nn_nms_graph, nn_nms_sweep
 from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")
@@ -223,3 +223,51 @@ def test_descending_keys_order_as_a_stable_descending_sort(dtype):
     keys = nn_nms_classes.descending_keys(s)
     np.testing.assert_array_equal(np.argsort(keys, axis=1, kind="stable"),
                                   np.argsort(-s, axis=1, kind="stable"))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_x_sweep_finds_the_grid_joins_pairs(seed):
+    """x_sweep_pairs against the grid join: random boxes in groups (in any order), far from
+    the origin for odd seeds, float64 boxes a few ulps wide for seeds 4 and 5 (where the
+    groups' shift on the float64 line rounds)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 300))
+    if seed < 4:
+        x0 = rng.uniform(0, 200, n) + (1e6 if seed % 2 else 0)
+        w = rng.uniform(1, 40, n)
+        dtype = np.float32
+    else:
+        x0 = 1e3 + rng.integers(0, 40, n) * 2.0 ** -40
+        w = rng.integers(1, 30, n) * 2.0 ** -40
+        dtype = np.float64
+    y0, h = rng.uniform(0, 200, n), rng.uniform(1, 40, n)
+    xmin, ymin = x0.astype(dtype), y0.astype(dtype)
+    xmax, ymax = (x0 + w).astype(dtype), (y0 + h).astype(dtype)
+    area = (xmax - xmin) * (ymax - ymin)
+    group = rng.integers(0, int(rng.integers(1, 4)), n)
+    for thr in (dtype(0), dtype(0.3)):
+        want = nn_nms_graph.suppressing_pairs(xmin, xmax, ymin, ymax, area, group,
+                                              np.zeros(n, bool), thr)
+        got = nn_nms_sweep.x_sweep_pairs(xmin, xmax, ymin, ymax, area, group, thr)
+        assert (got[0] < got[1]).all() and len(got[0]) == len(want[0])
+        assert set(zip(*map(list, got))) == set(zip(*map(list, want)))
+    assert len(want[0]) > 0
+
+
+def test_x_sweep_on_both_sides_of_its_switch(monkeypatch):
+    """The all-classes path with X_SWEEP_N boxes in the largest batch (the sweep on x) and
+    one more (the banded sweep), two batches, against onnxruntime."""
+    seen = {"x": 0, "bands": 0}
+    for name, key in (("x_sweep_pairs", "x"), ("sweep_pairs", "bands")):
+        def wrap(*a, _real=getattr(nn_nms, name), _key=key, **k):
+            seen[_key] += 1
+            return _real(*a, **k)
+        monkeypatch.setattr(nn_nms, name, wrap)
+    rng = np.random.default_rng(9)
+    for n, path in ((nn_nms.X_SWEEP_N, "x"), (nn_nms.X_SWEEP_N + 1, "bands")):
+        boxes = _scene(rng, "clustered", 2, n)
+        scores = (rng.uniform(0, 1, (2, 40, n)) ** 2).astype(np.float32)
+        before = dict(seen)
+        _check(boxes, scores, 100, 0.5, 0.05)
+        assert seen[path] == before[path] + 1
+        assert sum(seen.values()) == sum(before.values()) + 1

@@ -24,7 +24,7 @@ import torch
 from ._util import node_error, run_error
 from .nn_nms_classes import select_classes
 from .nn_nms_graph import greedy_keep, suppressing_pairs
-from .nn_nms_sweep import Line, sweep_pairs
+from .nn_nms_sweep import Line, sweep_pairs, x_sweep_pairs
 from .registry import register
 
 # Candidates in the first block by score rank (the blocks double from there).
@@ -48,6 +48,8 @@ NUMPY_SORT = 1 << 17
 # are many per box.)
 CLASS_SHARE = 6
 CLASS_REACH = 4
+# Up to this many such boxes in a batch, its pairs come from a sweep on x alone.
+X_SWEEP_N = 160
 
 
 def _corners(b: np.ndarray, center: bool):
@@ -229,7 +231,8 @@ def _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center):
         return None
     s = scores.transpose(0, 2, 1).reshape(nb * n, nc)
     cand = cand.transpose(0, 2, 1).reshape(nb * n, nc)
-    bx = _Boxes(boxes, center, nb, int(per_batch.max()) <= SMALL_N)
+    biggest = int(per_batch.max())
+    bx = _Boxes(boxes, center, nb, X_SWEEP_N < biggest <= SMALL_N)
 
     def pairs(at):
         part = bx.joinable[at]
@@ -237,6 +240,9 @@ def _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center):
             sub = np.flatnonzero(part)
             a, b = pairs(at[sub])
             return sub[a], sub[b]
+        if biggest <= X_SWEEP_N:
+            return x_sweep_pairs(bx.xmin[at], bx.xmax[at], bx.ymin[at], bx.ymax[at],
+                                 bx.area[at], at // n, iou_thr)
         return bx.pairs(at, at // n, np.zeros(at.size, bool), iou_thr)
     return select_classes(s, cand, nb, nc, n, max_out, pairs)
 

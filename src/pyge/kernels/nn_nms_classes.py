@@ -78,14 +78,14 @@ def _rounds(cand, rank_ok, src, dst, starts, slow_after=SLOW_AFTER):
     left = built = _popcount(sub)
     rounds = 0
     while left:
-        wait = np.bitwise_or.reduceat(np.take(sub, src, 0) & rank_ok, starts, axis=0)
-        new = sub & ~wait
+        ahead = np.take(sub, src, 0)
+        ahead &= rank_ok
+        new = sub & ~np.bitwise_or.reduceat(ahead, starts, axis=0)
         sub ^= new
         got |= new
+        # a kept node's undecided neighbours are suppressed
+        sub &= ~np.bitwise_or.reduceat(np.take(new, src, 0), starts, axis=0)
         now = _popcount(sub)
-        if now:     # a kept node's undecided neighbours are suppressed
-            sub &= ~np.bitwise_or.reduceat(np.take(new, src, 0), starts, axis=0)
-            now = _popcount(sub)
         rounds += 1
         if now and rounds >= slow_after and 8 * (left - now) < left:
             break
@@ -157,6 +157,7 @@ def select_classes(scores, cand, nb, nc, n, max_out, pairs):
     (increasing), as positions in `at`."""
     at = np.flatnonzero(cand.any(1))
     a, b = pairs(at)
+    keys = descending_keys(scores)
     kept = cand
     words = (nc + 63) // 64
     if a.size:
@@ -172,7 +173,7 @@ def select_classes(scores, cand, nb, nc, n, max_out, pairs):
         loc = np.cumsum(mark) - 1
         la, lb = loc[a], loc[b]
         nodes = at[local]
-        key_n = descending_keys(np.take(scores, nodes, 0))
+        key_n = np.take(keys, nodes, 0)
         # la < lb: the same batch, a lower box index, so equal keys rank la first
         first = _pack(np.take(key_n, la, 0) <= np.take(key_n, lb, 0), words)
         src, dst, starts, perm = _graph(la, lb, nodes.size)
@@ -185,8 +186,10 @@ def select_classes(scores, cand, nb, nc, n, max_out, pairs):
         kept = cand.copy()
         kept[nodes] = kept_n
     f = np.flatnonzero(kept)
-    v, c = f // nc, f % nc
-    g, box, key = (v // n) * nc + c, v % n, descending_keys(np.take(scores, f))
+    key = np.take(keys, f)
+    v, c = np.divmod(f, nc)
+    batch, box = np.divmod(v, n)
+    g = batch * nc + c
     kbits = 8 * key.itemsize
     gbits, bbits = int(nb * nc).bit_length(), int(n).bit_length()
     if gbits + kbits + bbits <= 64:

@@ -141,3 +141,27 @@ def sweep_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr, among_open=True
     hit = suppresses((ymin, ymax, xmin, xmax, area), i, j, thr)
     a, b = i[hit], j[hit]
     return np.minimum(a, b), np.maximum(a, b)
+
+
+def x_sweep_pairs(xmin, xmax, ymin, ymax, area, group, thr):
+    """suppressing_pairs' contract with nothing fixed, for a few hundred boxes at most: the
+    boxes sorted once by left edge, each box's partners those after it that start by its
+    right edge (every pair that overlaps in x, once), decided by the IoU test. No bands:
+    fewer numpy calls than sweep_pairs where the pairs examined stay few. Groups lie apart
+    on one float64 line; rounding to it is monotone, so no overlapping pair is lost."""
+    empty = np.zeros(0, np.int64)
+    if group.size < 2:
+        return empty, empty
+    x0, x1 = xmin.astype(np.float64), xmax.astype(np.float64)
+    if group.min() != group.max():
+        ox = x0.min()
+        shift = group * (2 * (float(x1.max()) - ox) + 1) - ox
+        x0, x1 = x0 + shift, x1 + shift
+    order = np.argsort(x0, kind="stable")
+    start = np.take(x0, order)
+    hi = np.searchsorted(start, np.take(x1, order), side="right")
+    src, pos = _expand(order, np.arange(1, order.size + 1), hi)
+    j = np.take(order, pos)
+    hit = suppresses((xmin, xmax, ymin, ymax, area), src, j, thr)
+    a, b = np.take(src, hit), np.take(j, hit)
+    return np.minimum(a, b), np.maximum(a, b)
