@@ -225,7 +225,8 @@ def _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center):
     else:
         with np.errstate(invalid="ignore"):
             cand = scores > score_thr
-    per_batch = np.count_nonzero(cand.any(1), axis=1)
+    union = cand.any(1)
+    per_batch = np.count_nonzero(union, axis=1)
     reach = np.minimum(np.count_nonzero(cand, axis=2), CLASS_REACH * max_out)
     if int(reach.sum()) < CLASS_SHARE * int(per_batch.sum()):
         return None
@@ -244,7 +245,7 @@ def _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center):
             return x_sweep_pairs(bx.xmin[at], bx.xmax[at], bx.ymin[at], bx.ymax[at],
                                  bx.area[at], at // n, iou_thr)
         return bx.pairs(at, at // n, np.zeros(at.size, bool), iou_thr)
-    return select_classes(s, cand, nb, nc, n, max_out, pairs)
+    return select_classes(s, cand, np.flatnonzero(union), nb, nc, n, max_out, pairs)
 
 
 def _host(x, dtype) -> np.ndarray:

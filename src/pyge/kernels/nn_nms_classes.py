@@ -140,22 +140,22 @@ def _finish(undecided, key, batch, la, lb, classes):
 
 
 def _graph(a, b, m):
-    """The directed pairs both ways of the undirected (a, b), by target: (src, starts) and
-    the permutation that sorted them: (src, dst, starts, perm)."""
+    """The directed pairs both ways of the undirected (a, b) over nodes 0..m-1, each node
+    in one at least, by target: (src, dst, starts, perm), node v's pairs from starts[v],
+    perm the order that sorted them."""
     dst = np.concatenate([b, a])
     small = np.int16 if m < (1 << 15) else np.int32     # numpy's stable sort: radix on int16
     perm = np.argsort(dst.astype(small), kind="stable")
-    dst = dst[perm]
-    starts = np.flatnonzero(np.concatenate([[True], dst[1:] != dst[:-1]]))
-    return np.concatenate([a, b])[perm], dst, starts, perm
+    count = np.bincount(dst, minlength=m)
+    starts = np.cumsum(count) - count
+    return np.take(np.concatenate([a, b]), perm), np.take(dst, perm), starts, perm
 
 
-def select_classes(scores, cand, nb, nc, n, max_out, pairs):
+def select_classes(scores, cand, at, nb, nc, n, max_out, pairs):
     """The [k, 3] (batch, class, box) indices NMS selects. scores / cand [nb * n, nc], box
     by box (batch * n + box): each class's score and whether the box is a candidate in that
-    class. pairs(at) gives the suppressing pairs (a, b), a < b, among the flat boxes `at`
-    (increasing), as positions in `at`."""
-    at = np.flatnonzero(cand.any(1))
+    class; at: the boxes that are a candidate in some class, increasing. pairs(at) gives
+    the suppressing pairs (a, b), a < b, among them, as positions in `at`."""
     a, b = pairs(at)
     keys = descending_keys(scores)
     kept = cand
@@ -188,8 +188,11 @@ def select_classes(scores, cand, nb, nc, n, max_out, pairs):
     f = np.flatnonzero(kept)
     key = np.take(keys, f)
     v, c = np.divmod(f, nc)
-    batch, box = np.divmod(v, n)
-    g = batch * nc + c
+    if nb == 1:
+        g, box = c, v
+    else:
+        batch, box = np.divmod(v, n)
+        g = batch * nc + c
     kbits = 8 * key.itemsize
     gbits, bbits = int(nb * nc).bit_length(), int(n).bit_length()
     if gbits + kbits + bbits <= 64:
@@ -201,6 +204,7 @@ def select_classes(scores, cand, nb, nc, n, max_out, pairs):
         order = np.lexsort((box, key, g))
         g, box = g[order], box[order]
     kc = np.bincount(g, minlength=nb * nc)
-    take = np.arange(g.size) - np.repeat(np.cumsum(kc) - kc, kc) < max_out
-    g, box = g[take], box[take]
-    return np.stack([g // nc, g % nc, box], 1).astype(np.int64)
+    if kc.max(initial=0) > max_out:
+        take = np.arange(g.size) - np.repeat(np.cumsum(kc) - kc, kc) < max_out
+        g, box = g[take], box[take]
+    return np.stack([*np.divmod(g, nc), box], 1)
