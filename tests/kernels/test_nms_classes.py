@@ -271,3 +271,16 @@ def test_x_sweep_on_both_sides_of_its_switch(monkeypatch):
         _check(boxes, scores, 100, 0.5, 0.05)
         assert seen[path] == before[path] + 1
         assert sum(seen.values()) == sum(before.values()) + 1
+
+
+def test_rank_bits_in_chunks_match_ort(spy, monkeypatch):
+    """_first in chunks of a few pairs (the keys of three boxes a chunk), against
+    onnxruntime."""
+    monkeypatch.setattr(nn_nms, "CLASS_SHARE", 0)
+    monkeypatch.setattr(nn_nms_classes, "_CHUNK", 3 * 4 * 33)
+    rng = np.random.default_rng(10)
+    boxes = _scene(rng, "clustered", 2, 300)
+    scores = (rng.uniform(0, 1, (2, 33, 300)) ** 2).astype(np.float32)
+    scores[:, :, ::5] = np.round(scores[:, :, ::5], 1)
+    _check(boxes, scores, 300, 0.5, 0.1)
+    assert spy["classes"] == 1

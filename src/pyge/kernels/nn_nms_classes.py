@@ -30,6 +30,8 @@ from .nn_nms_graph import greedy_keep
 SLOW_AFTER = 4
 # Pairs below which the rounds do not drop the decided nodes' pairs.
 _PRUNE_PAIRS = 4096
+# Bytes of keys taken per chunk of pairs (_first).
+_CHUNK = 1 << 18
 
 
 def descending_keys(s: np.ndarray) -> np.ndarray:
@@ -151,6 +153,20 @@ def _graph(a, b, m):
     return np.take(np.concatenate([a, b]), perm), np.take(dst, perm), starts, perm
 
 
+def _first(key, la, lb, words):
+    """[pairs, W]: the classes in which node la ranks above node lb, by their keys (la < lb:
+    the same batch and a lower box index, so equal keys rank la first). In chunks of some
+    hundred kilobytes: whole, the keys taken per pair are megabytes, fresh pages each call."""
+    step = max(_CHUNK // key.strides[0], 1)
+    if la.size <= step:
+        return _pack(np.take(key, la, 0) <= np.take(key, lb, 0), words)
+    out = np.empty((la.size, words), np.uint64)
+    for lo in range(0, la.size, step):
+        hi = lo + step
+        out[lo:hi] = _pack(np.take(key, la[lo:hi], 0) <= np.take(key, lb[lo:hi], 0), words)
+    return out
+
+
 def select_classes(scores, cand, at, nb, nc, n, max_out, pairs):
     """The [k, 3] (batch, class, box) indices NMS selects. scores / cand [nb * n, nc], box
     by box (batch * n + box): each class's score and whether the box is a candidate in that
@@ -174,8 +190,7 @@ def select_classes(scores, cand, at, nb, nc, n, max_out, pairs):
         la, lb = loc[a], loc[b]
         nodes = at[local]
         key_n = np.take(keys, nodes, 0)
-        # la < lb: the same batch, a lower box index, so equal keys rank la first
-        first = _pack(np.take(key_n, la, 0) <= np.take(key_n, lb, 0), words)
+        first = _first(key_n, la, lb, words)
         src, dst, starts, perm = _graph(la, lb, nodes.size)
         k, undecided = _rounds(np.take(bits, local, 0),
                                np.take(np.concatenate([first, ~first]), perm, 0),
