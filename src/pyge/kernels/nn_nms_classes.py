@@ -178,8 +178,10 @@ def select_classes(scores, cand, at, nb, nc, n, max_out, pairs):
     words = (nc + 63) // 64
     if a.size:
         bits = _pack(np.take(cand, at, 0), words)
-        common = (np.take(bits, a, 0) & np.take(bits, b, 0)).any(1)
-        if not common.all():            # pairs of boxes never candidates in one class
+        if 4 * np.count_nonzero(cand) < nc * at.size:
+            # few classes a box: drop the pairs of boxes never candidates in one class
+            # (they would change nothing, but cost as much as the others)
+            common = (np.take(bits, a, 0) & np.take(bits, b, 0)).any(1)
             a, b = np.compress(common, a), np.compress(common, b)
     if a.size:
         mark = np.zeros(at.size, bool)
