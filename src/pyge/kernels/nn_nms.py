@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ._util import node_error, run_error
-from .nn_nms_classes import select_classes
+from .nn_nms_classes import descending_keys, select_classes
 from .nn_nms_graph import greedy_keep, suppressing_pairs
 from .nn_nms_sweep import Line, sweep_pairs, x_sweep_pairs
 from .registry import register
@@ -38,8 +38,6 @@ SMALL_N = 5000
 SMALL_BLOCK = 256
 GROW = 4
 SMALL_JUMP = 64
-# Up to this many scores in all, numpy sorts them (see _score_order).
-NUMPY_SORT = 1 << 17
 # With several classes, selection runs in all classes at once (nn_nms_classes.py) where the
 # candidates the blocks would look at, about CLASS_REACH * max_output_boxes_per_class per
 # (batch, class) at most, number CLASS_SHARE times the boxes that are a candidate in some
@@ -112,18 +110,14 @@ class _Blocks:
 
 def _score_order(s: np.ndarray) -> np.ndarray:
     """Per row, the indices by descending score, the lower index first among equal scores
-    (0.0 and -0.0 included), NaN last. float32 scores become integer keys of the same order,
-    sorted by numpy up to NUMPY_SORT scores and by torch's integer sort beyond (several times
-    a stable float sort, but its threads cost more than they give on small inputs, the more
-    so on a busy machine)."""
-    if s.dtype != np.float32:
+    (0.0 and -0.0 included), NaN last. A float32 score's key (descending_keys) and its index
+    make one 64-bit integer, unique, so numpy's plain sort (vectorised) gives the order of a
+    stable one; other dtypes take a stable argsort."""
+    if s.dtype != np.float32 or s.shape[1] > 1 << 32:
         return np.argsort(-s, axis=1, kind="stable")
-    bits = (s + np.float32(0)).view(np.int32).astype(np.int64)     # -0.0 + 0.0 is 0.0
-    key = bits ^ ((bits >> 31) & 0x7FFFFFFF)                        # float order as ints
-    key = np.where(np.isnan(s), np.int64(1) << 40, -key)            # descending, NaN last
-    if key.size <= NUMPY_SORT:
-        return np.argsort(key, axis=1, kind="stable")
-    return torch.sort(torch.from_numpy(key), dim=1, stable=True)[1].numpy()
+    key = (descending_keys(s).astype(np.uint64) << np.uint64(32)) \
+        | np.arange(s.shape[1], dtype=np.uint64)
+    return (np.sort(key, axis=1) & np.uint64(0xFFFFFFFF)).astype(np.int64)
 
 
 def _candidates(scores: np.ndarray, score_thr):
