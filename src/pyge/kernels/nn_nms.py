@@ -13,8 +13,11 @@ groups at once. Candidates are taken in blocks by score rank, each joined with t
 so far; later candidates cannot change what was kept before them, so a group stops once it
 has max_output_boxes_per_class. Two joins find the pairs: a grid (nn_nms_graph.py), whose
 cost follows the overlapping pairs, and, where no group has more than SMALL_N candidates, a
-sweep on x (nn_nms_sweep.py) with far fewer numpy calls but more pairs examined. Data-
-dependent output: a HOST_OP.
+sweep on x (nn_nms_sweep.py) with far fewer numpy calls but more pairs examined. Where the
+boxes are candidates in many classes each (a detector's export: 80 classes, a low score
+threshold), nn_nms_classes.py selects in all classes of a batch at once instead, over pairs
+found once per batch: its boxes are the same in every class. Data-dependent output: a
+HOST_OP.
 """
 from __future__ import annotations
 
