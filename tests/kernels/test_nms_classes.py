@@ -227,9 +227,9 @@ def test_descending_keys_order_as_a_stable_descending_sort(dtype):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_x_sweep_finds_the_grid_joins_pairs(seed):
-    """x_sweep_pairs against the grid join: random boxes in groups (in any order), far from
-    the origin for odd seeds, float64 boxes a few ulps wide for seeds 4 and 5 (where the
-    groups' shift on the float64 line rounds)."""
+    """x_sweep_pairs against the grid join: random boxes in groups (in any order) and all in
+    one, far from the origin for odd seeds, float64 boxes a few ulps wide for seeds 4 and 5
+    (where the groups' shift on the float64 line rounds)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 300))
     if seed < 4:
@@ -251,6 +251,11 @@ def test_x_sweep_finds_the_grid_joins_pairs(seed):
         got = nn_nms_sweep.x_sweep_pairs(xmin, xmax, ymin, ymax, area, group, thr)
         assert (got[0] < got[1]).all() and len(got[0]) == len(want[0])
         assert set(zip(*map(list, got))) == set(zip(*map(list, want)))
+        one = nn_nms_graph.suppressing_pairs(xmin, xmax, ymin, ymax, area,
+                                             np.zeros(n, np.int64), np.zeros(n, bool), thr)
+        got = nn_nms_sweep.x_sweep_pairs(xmin, xmax, ymin, ymax, area, None, thr)
+        assert set(zip(*map(list, got))) == set(zip(*map(list, one))) \
+            and len(got[0]) == len(one[0])
     assert len(want[0]) > 0
 
 

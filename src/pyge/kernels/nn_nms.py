@@ -240,7 +240,7 @@ def _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center):
             return sub[a], sub[b]
         if biggest <= X_SWEEP_N:
             return x_sweep_pairs(bx.xmin[at], bx.xmax[at], bx.ymin[at], bx.ymax[at],
-                                 bx.area[at], at // n, iou_thr)
+                                 bx.area[at], at // n if nb > 1 else None, iou_thr)
         return bx.pairs(at, at // n, np.zeros(at.size, bool), iou_thr)
     return select_classes(s, cand, np.flatnonzero(union), nb, nc, n, max_out, pairs)
 

@@ -147,13 +147,15 @@ def x_sweep_pairs(xmin, xmax, ymin, ymax, area, group, thr):
     """suppressing_pairs' contract with nothing fixed, for a few hundred boxes at most: the
     boxes sorted once by left edge, each box's partners those after it that start by its
     right edge (every pair that overlaps in x, once), decided by the IoU test. No bands:
-    fewer numpy calls than sweep_pairs where the pairs examined stay few. Groups lie apart
-    on one float64 line; rounding to it is monotone, so no overlapping pair is lost."""
+    fewer numpy calls than sweep_pairs where the pairs examined stay few. group None: all in
+    one; else the groups lie apart on one float64 line, where rounding is monotone, so no
+    overlapping pair is lost."""
     empty = np.zeros(0, np.int64)
-    if group.size < 2:
+    if xmin.size < 2:
         return empty, empty
-    x0, x1 = xmin.astype(np.float64), xmax.astype(np.float64)
-    if group.min() != group.max():
+    x0, x1 = xmin, xmax
+    if group is not None and group.min() != group.max():
+        x0, x1 = xmin.astype(np.float64), xmax.astype(np.float64)
         ox = x0.min()
         shift = group * (2 * (float(x1.max()) - ox) + 1) - ox
         x0, x1 = x0 + shift, x1 + shift
