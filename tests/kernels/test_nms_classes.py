@@ -289,3 +289,15 @@ def test_rank_bits_in_chunks_match_ort(spy, monkeypatch):
     scores[:, :, ::5] = np.round(scores[:, :, ::5], 1)
     _check(boxes, scores, 300, 0.5, 0.1)
     assert spy["classes"] == 1
+
+
+@pytest.mark.parametrize("share", [0, 10 ** 9])
+def test_int64_max_output_matches_ort(share, spy, monkeypatch):
+    """max_output_boxes_per_class at the int64 limit, on either path (the switch's count
+    of the candidates the blocks would see must not overflow)."""
+    monkeypatch.setattr(nn_nms, "CLASS_SHARE", share)
+    rng = np.random.default_rng(11)
+    boxes = _scene(rng, "clustered", 1, 200)
+    scores = (rng.uniform(0, 1, (1, 10, 200)) ** 2).astype(np.float32)
+    assert _check(boxes, scores, 2 ** 63 - 1, 0.5, 0.1).shape[0] > 10
+    assert spy["classes"] == (share == 0)

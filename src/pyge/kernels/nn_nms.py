@@ -224,7 +224,7 @@ def _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center):
             cand = scores > score_thr
     union = cand.any(1)
     per_batch = np.count_nonzero(union, axis=1)
-    reach = np.minimum(np.count_nonzero(cand, axis=2), CLASS_REACH * max_out)
+    reach = np.minimum(np.count_nonzero(cand, axis=2), min(CLASS_REACH * max_out, n))
     if int(reach.sum()) < CLASS_SHARE * int(per_batch.sum()):
         return None
     s = scores.transpose(0, 2, 1).reshape(nb * n, nc)
