@@ -80,13 +80,13 @@ def _rounds(cand, rank_ok, src, dst, starts, slow_after=SLOW_AFTER):
     left = built = _popcount(sub)
     rounds = 0
     while left:
-        ahead = np.take(sub, src, 0)
+        ahead = sub.take(src, 0)
         ahead &= rank_ok
         new = sub & ~np.bitwise_or.reduceat(ahead, starts, axis=0)
         sub ^= new
         got |= new
         # a kept node's undecided neighbours are suppressed
-        sub &= ~np.bitwise_or.reduceat(np.take(new, src, 0), starts, axis=0)
+        sub &= ~np.bitwise_or.reduceat(new.take(src, 0), starts, axis=0)
         now = _popcount(sub)
         rounds += 1
         if now and rounds >= slow_after and 8 * (left - now) < left:
@@ -97,7 +97,7 @@ def _rounds(cand, rank_ok, src, dst, starts, slow_after=SLOW_AFTER):
                 undecided[nodes], kept[nodes] = sub, got
             nodes, src, dst, starts, rank_ok = _prune(undecided, kept, nodes, src, dst,
                                                       rank_ok)
-            sub, got = np.take(undecided, nodes, 0), np.take(kept, nodes, 0)
+            sub, got = undecided.take(nodes, 0), kept.take(nodes, 0)
             left = built = _popcount(sub)
     if nodes is not None:
         undecided[nodes], kept[nodes] = sub, got
@@ -109,9 +109,9 @@ def _prune(undecided, kept, nodes, src, dst, rank_ok):
     nodes that have such a pair (returned as `nodes`, indices into `undecided`); a node with
     undecided bits and no such pair is kept in them."""
     base = np.arange(undecided.shape[0]) if nodes is None else nodes
-    live = np.take(undecided, base, 0).any(1)
+    live = undecided.take(base, 0).any(1)
     keep = live[src] & live[dst]
-    src, dst, rank_ok = src[keep], dst[keep], np.compress(keep, rank_ok, 0)
+    src, dst, rank_ok = src[keep], dst[keep], rank_ok.compress(keep, 0)
     paired = np.zeros(live.size, bool)
     paired[dst] = True
     alone = base[live & ~paired]
@@ -150,7 +150,7 @@ def _graph(a, b, m):
     perm = np.argsort(dst.astype(small), kind="stable")
     count = np.bincount(dst, minlength=m)
     starts = np.cumsum(count) - count
-    return np.take(np.concatenate([a, b]), perm), np.take(dst, perm), starts, perm
+    return np.concatenate([a, b]).take(perm), dst.take(perm), starts, perm
 
 
 def _first(key, la, lb, words):
@@ -159,11 +159,11 @@ def _first(key, la, lb, words):
     hundred kilobytes: whole, the keys taken per pair are megabytes, fresh pages each call."""
     step = max(_CHUNK // key.strides[0], 1)
     if la.size <= step:
-        return _pack(np.take(key, la, 0) <= np.take(key, lb, 0), words)
+        return _pack(key.take(la, 0) <= key.take(lb, 0), words)
     out = np.empty((la.size, words), np.uint64)
     for lo in range(0, la.size, step):
         hi = lo + step
-        out[lo:hi] = _pack(np.take(key, la[lo:hi], 0) <= np.take(key, lb[lo:hi], 0), words)
+        out[lo:hi] = _pack(key.take(la[lo:hi], 0) <= key.take(lb[lo:hi], 0), words)
     return out
 
 
@@ -177,25 +177,25 @@ def select_classes(scores, cand, at, nb, nc, n, max_out, pairs):
     kept = cand
     words = (nc + 63) // 64
     if a.size:
-        bits = _pack(np.take(cand, at, 0), words)
+        bits = _pack(cand.take(at, 0), words)
         if 4 * np.count_nonzero(cand) < nc * at.size:
             # few classes a box: drop the pairs of boxes never candidates in one class
             # (they would change nothing, but cost as much as the others)
-            common = (np.take(bits, a, 0) & np.take(bits, b, 0)).any(1)
-            a, b = np.compress(common, a), np.compress(common, b)
+            common = (bits.take(a, 0) & bits.take(b, 0)).any(1)
+            a, b = a.compress(common), b.compress(common)
     if a.size:
         mark = np.zeros(at.size, bool)
         mark[a] = True
         mark[b] = True
-        local = np.flatnonzero(mark)
+        local = mark.nonzero()[0]
         loc = np.cumsum(mark) - 1
         la, lb = loc[a], loc[b]
         nodes = at[local]
-        key_n = np.take(keys, nodes, 0)
+        key_n = keys.take(nodes, 0)
         first = _first(key_n, la, lb, words)
         src, dst, starts, perm = _graph(la, lb, nodes.size)
-        k, undecided = _rounds(np.take(bits, local, 0),
-                               np.take(np.concatenate([first, ~first]), perm, 0),
+        k, undecided = _rounds(bits.take(local, 0),
+                               np.concatenate([first, ~first]).take(perm, 0),
                                src, dst, starts)
         kept_n = _unpack(k, nc)
         if undecided.any():
@@ -203,7 +203,7 @@ def select_classes(scores, cand, at, nb, nc, n, max_out, pairs):
         kept = cand.copy()
         kept[nodes] = kept_n
     f = np.flatnonzero(kept)
-    key = np.take(keys, f)
+    key = keys.take(f)
     v, c = np.divmod(f, nc)
     if nb == 1:
         g, box = c, v

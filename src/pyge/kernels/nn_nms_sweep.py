@@ -160,10 +160,10 @@ def x_sweep_pairs(xmin, xmax, ymin, ymax, area, group, thr):
         shift = group * (2 * (float(x1.max()) - ox) + 1) - ox
         x0, x1 = x0 + shift, x1 + shift
     order = np.argsort(x0, kind="stable")
-    start = np.take(x0, order)
-    hi = np.searchsorted(start, np.take(x1, order), side="right")
+    start = x0.take(order)
+    hi = start.searchsorted(x1.take(order), side="right")
     src, pos = _expand(order, np.arange(1, order.size + 1), hi)
-    j = np.take(order, pos)
+    j = order.take(pos)
     hit = suppresses((xmin, xmax, ymin, ymax, area), src, j, thr)
-    a, b = np.take(src, hit), np.take(j, hit)
+    a, b = src.take(hit), j.take(hit)
     return np.minimum(a, b), np.maximum(a, b)
