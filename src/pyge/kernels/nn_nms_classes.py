@@ -147,9 +147,9 @@ def _graph(a, b, m):
     perm the order that sorted them."""
     dst = np.concatenate([b, a])
     small = np.int16 if m < (1 << 15) else np.int32     # numpy's stable sort: radix on int16
-    perm = np.argsort(dst.astype(small), kind="stable")
+    perm = dst.astype(small).argsort(kind="stable")
     count = np.bincount(dst, minlength=m)
-    starts = np.cumsum(count) - count
+    starts = count.cumsum() - count
     return np.concatenate([a, b]).take(perm), dst.take(perm), starts, perm
 
 
@@ -188,7 +188,7 @@ def select_classes(scores, cand, at, nb, nc, n, max_out, pairs):
         mark[a] = True
         mark[b] = True
         local = mark.nonzero()[0]
-        loc = np.cumsum(mark) - 1
+        loc = mark.cumsum() - 1
         la, lb = loc[a], loc[b]
         nodes = at[local]
         key_n = keys.take(nodes, 0)
@@ -202,7 +202,7 @@ def select_classes(scores, cand, at, nb, nc, n, max_out, pairs):
             kept_n |= _finish(undecided, key_n, nodes // n, la, lb, nc)
         kept = cand.copy()
         kept[nodes] = kept_n
-    f = np.flatnonzero(kept)
+    f = kept.reshape(-1).nonzero()[0]
     key = keys.take(f)
     v, c = np.divmod(f, nc)
     if nb == 1:
@@ -213,8 +213,9 @@ def select_classes(scores, cand, at, nb, nc, n, max_out, pairs):
     kbits = 8 * key.itemsize
     gbits, bbits = int(nb * nc).bit_length(), int(n).bit_length()
     if gbits + kbits + bbits <= 64:
-        packed = np.sort((g.astype(np.uint64) << np.uint64(kbits + bbits))
-                         | (key.astype(np.uint64) << np.uint64(bbits)) | box.astype(np.uint64))
+        packed = (g.astype(np.uint64) << np.uint64(kbits + bbits)) \
+            | (key.astype(np.uint64) << np.uint64(bbits)) | box.astype(np.uint64)
+        packed.sort()
         g = (packed >> np.uint64(kbits + bbits)).astype(np.int64)
         box = (packed & np.uint64((1 << bbits) - 1)).astype(np.int64)
     else:

@@ -84,8 +84,8 @@ def _expand(src, lo, hi):
     total = int(n.sum())
     if total == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    pos = np.arange(total) + np.repeat(lo - (np.cumsum(n) - n), n)
-    return np.repeat(src, n), pos
+    pos = np.arange(total) + (lo - (n.cumsum() - n)).repeat(n)
+    return src.repeat(n), pos
 
 
 def sweep_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr, among_open=True,
@@ -159,7 +159,7 @@ def x_sweep_pairs(xmin, xmax, ymin, ymax, area, group, thr):
         ox = x0.min()
         shift = group * (2 * (float(x1.max()) - ox) + 1) - ox
         x0, x1 = x0 + shift, x1 + shift
-    order = np.argsort(x0, kind="stable")
+    order = x0.argsort(kind="stable")
     start = x0.take(order)
     hi = start.searchsorted(x1.take(order), side="right")
     src, pos = _expand(order, np.arange(1, order.size + 1), hi)
