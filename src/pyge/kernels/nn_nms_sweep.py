@@ -101,18 +101,18 @@ def sweep_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr, among_open=True
     if line is None:
         line, at = Line(xmin, xmax, ymin, ymax, int(group.max()) + 1), np.arange(group.size)
     ks = _Keys(*line.keys(at, group))
-    f, o = np.flatnonzero(fixed), np.flatnonzero(~fixed)
+    f, o = fixed.nonzero()[0], (~fixed).nonzero()[0]
     i, j = [], []
     if among_open and o.size > 1:
         # Sorted by key, box p's partners in its band are those after it that start by its
         # right edge; in the band above, those that start within its n0..n1 range.
-        order = o[np.argsort(ks.k0[o], kind="stable")]
+        order = o[ks.k0[o].argsort(kind="stable")]
         sk = ks.k0[order]
         m = order.size
-        src, pos = _expand(np.tile(order, 2),
+        src, pos = _expand(np.concatenate([order, order]),
                            np.concatenate([np.arange(1, m + 1),
-                                           np.searchsorted(sk, ks.n0[order], side="left")]),
-                           np.searchsorted(sk, np.concatenate([ks.k1[order], ks.n1[order]]),
+                                           sk.searchsorted(ks.n0[order], side="left")]),
+                           sk.searchsorted(np.concatenate([ks.k1[order], ks.n1[order]]),
                                            side="right"))
         i.append(src)
         j.append(order[pos])
@@ -120,18 +120,18 @@ def sweep_pairs(xmin, xmax, ymin, ymax, area, group, fixed, thr, among_open=True
         # A fixed box f and an open box q that may overlap: in one band, f starts within q
         # (from q's left edge on) or q within f (strictly after f's left edge), exactly one
         # of the two; in adjacent bands, the upper one starts in the lower one's n0..n1.
-        fo = f[np.argsort(ks.k0[f], kind="stable")]
-        oo = o[np.argsort(ks.k0[o], kind="stable")]
+        fo = f[ks.k0[f].argsort(kind="stable")]
+        oo = o[ks.k0[o].argsort(kind="stable")]
         sf, so = ks.k0[fo], ks.k0[oo]
         src, pos = _expand(
             np.concatenate([oo, oo, fo, fo]),
-            np.concatenate([np.searchsorted(sf, ks.k0[oo], side="left"),
-                            np.searchsorted(sf, ks.n0[oo], side="left"),
-                            np.searchsorted(so, ks.k0[fo], side="right") + fo.size,
-                            np.searchsorted(so, ks.n0[fo], side="left") + fo.size]),
-            np.concatenate([np.searchsorted(sf, np.concatenate([ks.k1[oo], ks.n1[oo]]),
+            np.concatenate([sf.searchsorted(ks.k0[oo], side="left"),
+                            sf.searchsorted(ks.n0[oo], side="left"),
+                            so.searchsorted(ks.k0[fo], side="right") + fo.size,
+                            so.searchsorted(ks.n0[fo], side="left") + fo.size]),
+            np.concatenate([sf.searchsorted(np.concatenate([ks.k1[oo], ks.n1[oo]]),
                                             side="right"),
-                            np.searchsorted(so, np.concatenate([ks.k1[fo], ks.n1[fo]]),
+                            so.searchsorted(np.concatenate([ks.k1[fo], ks.n1[fo]]),
                                             side="right") + fo.size]))
         i.append(src)
         j.append(np.concatenate([fo, oo])[pos])
