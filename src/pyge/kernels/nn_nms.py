@@ -133,8 +133,8 @@ def _candidates(scores: np.ndarray, score_thr):
     else:
         with np.errstate(invalid="ignore"):
             counts = (s > score_thr).sum(1)     # the candidates: a prefix of the order
-    g = np.repeat(np.arange(s.shape[0]), counts)
-    r = np.arange(g.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    g = np.arange(s.shape[0]).repeat(counts)
+    r = np.arange(g.size) - (counts.cumsum() - counts).repeat(counts)
     return g, r, order[g, r], int(counts.max(initial=0))
 
 
@@ -143,7 +143,7 @@ def _block(bx: _Boxes, g, at, prev_g, prev_at, iou_thr):
     the boxes kept so far (prev_*): the kept mask of the block. First the candidates that a
     kept box suppresses go; the rest are joined among themselves only then, so that where
     most candidates are suppressed their pairs with each other are never looked at."""
-    join = np.flatnonzero(bx.joinable[at])
+    join = bx.joinable[at].nonzero()[0]
     if prev_g.size and join.size:
         fixed = np.zeros(prev_g.size + join.size, bool)
         fixed[:prev_g.size] = True
@@ -205,9 +205,9 @@ def select(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr, score_t
                            and (not small or span[1] - span[0] >= SMALL_JUMP))
     g, at = np.concatenate(kept_g), np.concatenate(kept_at)
     if len(kept_g) > 1:     # blocks come by rank: a stable sort by group restores the order
-        idx = np.argsort(g, kind="stable")
+        idx = g.argsort(kind="stable")
         g, at = g[idx], at[idx]
-    take = np.arange(g.size) - np.repeat(np.cumsum(kept_count) - kept_count, kept_count) \
+    take = np.arange(g.size) - (kept_count.cumsum() - kept_count).repeat(kept_count) \
         < max_out
     g, at = g[take], at[take]
     return np.stack([g // nc, g % nc, at % n], 1).astype(np.int64)
