@@ -13,8 +13,11 @@ groups at once. Candidates are taken in blocks by score rank, each joined with t
 so far; later candidates cannot change what was kept before them, so a group stops once it
 has max_output_boxes_per_class. Two joins find the pairs: a grid (nn_nms_graph.py), whose
 cost follows the overlapping pairs, and, where no group has more than SMALL_N candidates, a
-sweep on x (nn_nms_sweep.py) with far fewer numpy calls but more pairs examined. Data-
-dependent output: a HOST_OP.
+sweep on x (nn_nms_sweep.py) with far fewer numpy calls but more pairs examined. Where the
+boxes are candidates in many classes each (a detector's export: 80 classes, a low score
+threshold), nn_nms_classes.py selects in all classes of a batch at once instead, over pairs
+found once per batch: its boxes are the same in every class. Data-dependent output: a
+HOST_OP.
 """
 from __future__ import annotations
 
@@ -22,8 +25,9 @@ import numpy as np
 import torch
 
 from ._util import node_error, run_error
+from .nn_nms_classes import descending_keys, select_classes
 from .nn_nms_graph import greedy_keep, suppressing_pairs
-from .nn_nms_sweep import Line, sweep_pairs
+from .nn_nms_sweep import Line, sweep_pairs, x_sweep_pairs
 from .registry import register
 
 # Candidates in the first block by score rank (the blocks double from there).
@@ -37,8 +41,16 @@ SMALL_N = 5000
 SMALL_BLOCK = 256
 GROW = 4
 SMALL_JUMP = 64
-# Up to this many scores in all, numpy sorts them (see _score_order).
-NUMPY_SORT = 1 << 17
+# With several classes, selection runs in all classes at once (nn_nms_classes.py) where the
+# candidates the blocks would look at, about CLASS_REACH * max_output_boxes_per_class per
+# (batch, class) at most, number CLASS_SHARE times the boxes that are a candidate in some
+# class or more. (It joins all those boxes at once: where most of them are suppressed or
+# fall past max_output_boxes_per_class, the blocks by rank cost less, unless the classes
+# are many per box.)
+CLASS_SHARE = 6
+CLASS_REACH = 4
+# Up to this many such boxes in a batch, its pairs come from a sweep on x alone.
+X_SWEEP_N = 160
 
 
 def _corners(b: np.ndarray, center: bool):
@@ -101,18 +113,14 @@ class _Blocks:
 
 def _score_order(s: np.ndarray) -> np.ndarray:
     """Per row, the indices by descending score, the lower index first among equal scores
-    (0.0 and -0.0 included), NaN last. float32 scores become integer keys of the same order,
-    sorted by numpy up to NUMPY_SORT scores and by torch's integer sort beyond (several times
-    a stable float sort, but its threads cost more than they give on small inputs, the more
-    so on a busy machine)."""
-    if s.dtype != np.float32:
+    (0.0 and -0.0 included), NaN last. A float32 score's key (descending_keys) and its index
+    make one 64-bit integer, unique, so numpy's plain sort (vectorised) gives the order of a
+    stable one; other dtypes take a stable argsort."""
+    if s.dtype != np.float32 or s.shape[1] > 1 << 32:
         return np.argsort(-s, axis=1, kind="stable")
-    bits = (s + np.float32(0)).view(np.int32).astype(np.int64)     # -0.0 + 0.0 is 0.0
-    key = bits ^ ((bits >> 31) & 0x7FFFFFFF)                        # float order as ints
-    key = np.where(np.isnan(s), np.int64(1) << 40, -key)            # descending, NaN last
-    if key.size <= NUMPY_SORT:
-        return np.argsort(key, axis=1, kind="stable")
-    return torch.sort(torch.from_numpy(key), dim=1, stable=True)[1].numpy()
+    key = (descending_keys(s).astype(np.uint64) << np.uint64(32)) \
+        | np.arange(s.shape[1], dtype=np.uint64)
+    return (np.sort(key, axis=1) & np.uint64(0xFFFFFFFF)).astype(np.int64)
 
 
 def _candidates(scores: np.ndarray, score_thr):
@@ -125,8 +133,8 @@ def _candidates(scores: np.ndarray, score_thr):
     else:
         with np.errstate(invalid="ignore"):
             counts = (s > score_thr).sum(1)     # the candidates: a prefix of the order
-    g = np.repeat(np.arange(s.shape[0]), counts)
-    r = np.arange(g.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    g = np.arange(s.shape[0]).repeat(counts)
+    r = np.arange(g.size) - (counts.cumsum() - counts).repeat(counts)
     return g, r, order[g, r], int(counts.max(initial=0))
 
 
@@ -135,7 +143,7 @@ def _block(bx: _Boxes, g, at, prev_g, prev_at, iou_thr):
     the boxes kept so far (prev_*): the kept mask of the block. First the candidates that a
     kept box suppresses go; the rest are joined among themselves only then, so that where
     most candidates are suppressed their pairs with each other are never looked at."""
-    join = np.flatnonzero(bx.joinable[at])
+    join = bx.joinable[at].nonzero()[0]
     if prev_g.size and join.size:
         fixed = np.zeros(prev_g.size + join.size, bool)
         fixed[:prev_g.size] = True
@@ -158,6 +166,10 @@ def select(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr, score_t
     nb, nc, n = scores.shape
     if max_out <= 0 or n == 0 or nc == 0:
         return np.zeros((0, 3), np.int64)
+    if nc > 1:
+        shared = _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center)
+        if shared is not None:
+            return shared
     g_all, r_all, box_all, longest = _candidates(scores, score_thr)
     small = longest <= SMALL_N
     bx = _Boxes(boxes, center, nb * nc, small)
@@ -193,12 +205,44 @@ def select(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr, score_t
                            and (not small or span[1] - span[0] >= SMALL_JUMP))
     g, at = np.concatenate(kept_g), np.concatenate(kept_at)
     if len(kept_g) > 1:     # blocks come by rank: a stable sort by group restores the order
-        idx = np.argsort(g, kind="stable")
+        idx = g.argsort(kind="stable")
         g, at = g[idx], at[idx]
-    take = np.arange(g.size) - np.repeat(np.cumsum(kept_count) - kept_count, kept_count) \
+    take = np.arange(g.size) - (kept_count.cumsum() - kept_count).repeat(kept_count) \
         < max_out
     g, at = g[take], at[take]
     return np.stack([g // nc, g % nc, at % n], 1).astype(np.int64)
+
+
+def _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center):
+    """select's result by nn_nms_classes where the boxes are candidates in many classes
+    each (CLASS_SHARE), else None."""
+    nb, nc, n = scores.shape
+    if score_thr is None:
+        cand = np.ones(scores.shape, bool)
+    else:
+        with np.errstate(invalid="ignore"):
+            cand = scores > score_thr
+    union = cand.any(1)
+    per_batch = np.count_nonzero(union, axis=1)
+    reach = np.minimum(np.count_nonzero(cand, axis=2), min(CLASS_REACH * max_out, n))
+    if int(reach.sum()) < CLASS_SHARE * int(per_batch.sum()):
+        return None
+    s = scores.transpose(0, 2, 1).reshape(nb * n, nc)
+    cand = cand.transpose(0, 2, 1).reshape(nb * n, nc)
+    biggest = int(per_batch.max())
+    bx = _Boxes(boxes, center, nb, X_SWEEP_N < biggest <= SMALL_N)
+
+    def pairs(at):
+        part = bx.joinable[at]
+        if not part.all():
+            sub = np.flatnonzero(part)
+            a, b = pairs(at[sub])
+            return sub[a], sub[b]
+        if biggest <= X_SWEEP_N:
+            return x_sweep_pairs(bx.xmin[at], bx.xmax[at], bx.ymin[at], bx.ymax[at],
+                                 bx.area[at], at // n if nb > 1 else None, iou_thr)
+        return bx.pairs(at, at // n, np.zeros(at.size, bool), iou_thr)
+    return select_classes(s, cand, np.flatnonzero(union), nb, nc, n, max_out, pairs)
 
 
 def _host(x, dtype) -> np.ndarray:

@@ -146,7 +146,7 @@ def suppresses(coords, i, j, thr):
     xmin, xmax, ymin, ymax, area = coords
     w = np.minimum(xmax[i], xmax[j])
     w -= np.maximum(xmin[i], xmin[j])
-    k = np.flatnonzero(w > 0)
+    k = (w > 0).nonzero()[0]
     i, j, w = i[k], j[k], w[k]
     h = np.minimum(ymax[i], ymax[j])
     h -= np.maximum(ymin[i], ymin[j])
