@@ -50,7 +50,8 @@ from .passes.custom import CustomPassStage, run_stream_passes
 from .passes.custom.graph_passes import stage_pass
 from .passes.custom.plugins import ensure_plugins_loaded
 from .passes.graph import (check_ops, engines, fold_constants, fuse_affine, fuse_attention,
-                           fuse_conv_act, fuse_conv_bn, fuse_shuffle, infer_types)
+                           fuse_conv_act, fuse_conv_bn, fuse_shuffle, infer_types,
+                           sink_shuffle)
 from .passes.graph import collectives as graph_collectives
 from .passes.memory import planner as memory
 from .passes.partition import PARTITIONED, partition_graph
@@ -202,6 +203,8 @@ GRAPH_PASSES = [
     Pass("fuse_affine", _when_fusing(fuse_affine, "fuse_affine", "fused"),
          requires=(OWNED, ACYCLIC)),
     Pass("fuse_shuffle", _when_fusing(fuse_shuffle, "fuse_channel_shuffle", "fused"),
+         requires=(OWNED, ACYCLIC)),
+    Pass("sink_shuffle", _when_fusing(sink_shuffle, "sink_channel_shuffle", "moved"),
          requires=(OWNED, ACYCLIC)),
     # The dump stage keeps its name from when one pass ran every fusion: the graph after all.
     Pass("fuse_attention", _when_fusing(fuse_attention, "fuse_attention", "fused"),
