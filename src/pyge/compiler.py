@@ -51,7 +51,7 @@ from .passes.custom.graph_passes import stage_pass
 from .passes.custom.plugins import ensure_plugins_loaded
 from .passes.graph import (check_ops, engines, fold_constants, fuse_affine, fuse_attention,
                            fuse_conv_act, fuse_conv_bn, fuse_shuffle, infer_types,
-                           sink_shuffle)
+                           place_shuffle)
 from .passes.graph import collectives as graph_collectives
 from .passes.memory import planner as memory
 from .passes.partition import PARTITIONED, partition_graph
@@ -204,7 +204,7 @@ GRAPH_PASSES = [
          requires=(OWNED, ACYCLIC)),
     Pass("fuse_shuffle", _when_fusing(fuse_shuffle, "fuse_channel_shuffle", "fused"),
          requires=(OWNED, ACYCLIC)),
-    Pass("sink_shuffle", _when_fusing(sink_shuffle, "sink_channel_shuffle", "moved"),
+    Pass("place_shuffle", _when_fusing(place_shuffle, "place_channel_shuffle", "placed"),
          requires=(OWNED, ACYCLIC)),
     # The dump stage keeps its name from when one pass ran every fusion: the graph after all.
     Pass("fuse_attention", _when_fusing(fuse_attention, "fuse_attention", "fused"),
