@@ -21,11 +21,13 @@ import pyge.passes.graph.fuse_affine as fa
 import pyge.passes.graph.fuse_conv_act as fca
 import pyge.passes.graph.fuse_conv_bn as fcb
 import pyge.passes.graph.fuse_shuffle as fsh
+import pyge.passes.graph.place_shuffle as psh
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 SINGLE = {"ge.enableSingleStream": "true"}
 PASSES = {"no conv+affine": (fcb, "fuse_conv_bn"), "no conv+add+relu": (fca, "fuse_conv_act"),
-          "no affine chain": (fa, "fuse_affine"), "no shuffle": (fsh, "fuse_channel_shuffle")}
+          "no affine chain": (fa, "fuse_affine"), "no shuffle": (fsh, "fuse_channel_shuffle"),
+          "no shuffle placing": (psh, "place_channel_shuffle")}
 
 
 def _compile_without(graph, module, name):
@@ -61,10 +63,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=20)
     a = ap.parse_args(argv)
     cols = ["all fusions", *PASSES, "nothing"]
-    print(f"{'model':<14}" + "".join(f"{c:>18}" for c in cols) + "   (median ms, single stream)")
+    print(f"{'model':<14}" + "".join(f"{c:>20}" for c in cols) + "   (median ms, single stream)")
     for name in a.models.split(","):
         r = bench(name, a.rounds)
-        print(f"{name:<14}" + "".join(f"{r[c]:>18.2f}" for c in cols), flush=True)
+        print(f"{name:<14}" + "".join(f"{r[c]:>20.2f}" for c in cols), flush=True)
     return 0
 
 

@@ -9,16 +9,16 @@ Conv, and a shuffle P is a permutation of the channels, so it can go two ways:
   of any kernel size. A grouped one whose output rows are permuted across groups is no
   longer grouped: its weight becomes the dense block-diagonal one, rows permuted (group
   count times the products). That pays only where oneDNN's grouped kernel is slow, with few
-  input channels per group (shufflenet's first unit, 6 per group: one dense call takes 0.55
-  of the grouped call + shuffle; with 34 or more per group it takes 1.22-1.71x,
-  benchmarks/bench_conv_merge.py), so it is taken for 1x1 convolutions with fewer than
-  DENSE_BELOW input channels per group. The convolution's only reader must be the shuffle
-  and its weight and bias constant; the shuffle leaves the graph, its name goes to the
-  convolution's fused names. The values are those of the grouped form up to the order of
-  the sums (the added products are exact zeros).
+  input channels per group (shufflenet's first unit has 6; with 34 or more the dense call
+  is the slower one: benchmarks/bench_conv_merge.py, docs/performance.md), so it is taken
+  for 1x1 convolutions with fewer than DENSE_BELOW input channels per group. The
+  convolution's only reader must be the shuffle and its weight and bias constant; the
+  shuffle leaves the graph, its name goes to the convolution's fused names. The values are
+  those of the grouped form up to the order of the sums (the added products are exact
+  zeros).
 - Below a depthwise convolution, which treats every channel alone, so that
       DwConv(P x, W, B) == P DwConv(x, W[inv P], B[inv P])
-  and the shuffle permutes the convolution's output: a quarter of the pixels at stride 2.
+  and the shuffle permutes the convolution's output, a quarter of the pixels at stride 2.
   Each channel meets the same weights in the same order, so the values are the same bits.
   Conditions: the shuffle's output feeds only that convolution and is not a graph output;
   the convolution is a 2-D Conv (or a FusedConv with an activation and no added input)
