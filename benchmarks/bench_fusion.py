@@ -18,6 +18,7 @@ import onnx
 
 import pyge
 import pyge.passes.graph.fuse_affine as fa
+import pyge.passes.graph.fuse_concat_relu as fcr
 import pyge.passes.graph.fuse_conv_act as fca
 import pyge.passes.graph.fuse_conv_bn as fcb
 import pyge.passes.graph.fuse_shuffle as fsh
@@ -27,7 +28,8 @@ LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", 
 SINGLE = {"ge.enableSingleStream": "true"}
 PASSES = {"no conv+affine": (fcb, "fuse_conv_bn"), "no conv+add+relu": (fca, "fuse_conv_act"),
           "no affine chain": (fa, "fuse_affine"), "no shuffle": (fsh, "fuse_channel_shuffle"),
-          "no shuffle placing": (psh, "place_channel_shuffle")}
+          "no shuffle placing": (psh, "place_channel_shuffle"),
+          "no concat+relu": (fcr, "fuse_concat_relu")}
 
 
 def _compile_without(graph, module, name):
