@@ -1,6 +1,6 @@
 """What each fusion pass buys on the CPU: the same light model compiled with all fusions, with
 one fusion pass switched off, and with ge.exec.enableFusion=false (no folding, no fusion);
-single stream, interleaved in one process, median ms.
+single stream, interleaved in one process (a fresh random order each round), median ms.
 
     python benchmarks/bench_fusion.py                      # resnet50 shufflenet densenet121 inception_v2
     python benchmarks/bench_fusion.py --models inception_v1 --rounds 30
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import time
@@ -51,8 +52,11 @@ def bench(name: str, rounds: int) -> dict[str, float]:
     for m in models.values():
         m.run(feeds)
     times: dict[str, list[float]] = {k: [] for k in models}
+    order = list(models.items())
+    rng = random.Random(0)
     for _ in range(rounds):
-        for k, m in models.items():
+        rng.shuffle(order)                # a fresh order per round: no fixed neighbour
+        for k, m in order:
             t0 = time.perf_counter()
             m.run(feeds)
             times[k].append(time.perf_counter() - t0)
