@@ -22,6 +22,7 @@ import pyge.passes.graph.fuse_affine as fa
 import pyge.passes.graph.fuse_concat_relu as fcr
 import pyge.passes.graph.fuse_conv_act as fca
 import pyge.passes.graph.fuse_conv_bn as fcb
+import pyge.passes.graph.fuse_dropout as fdr
 import pyge.passes.graph.fuse_shuffle as fsh
 import pyge.passes.graph.place_shuffle as psh
 
@@ -30,7 +31,7 @@ SINGLE = {"ge.enableSingleStream": "true"}
 PASSES = {"no conv+affine": (fcb, "fuse_conv_bn"), "no conv+add+relu": (fca, "fuse_conv_act"),
           "no affine chain": (fa, "fuse_affine"), "no shuffle": (fsh, "fuse_channel_shuffle"),
           "no shuffle placing": (psh, "place_channel_shuffle"),
-          "no concat+relu": (fcr, "fuse_concat_relu")}
+          "no concat+relu": (fcr, "fuse_concat_relu"), "no dropout removal": (fdr, "fuse_dropout")}
 
 
 def _compile_without(graph, module, name):

@@ -50,8 +50,8 @@ from .passes.custom import CustomPassStage, run_stream_passes
 from .passes.custom.graph_passes import stage_pass
 from .passes.custom.plugins import ensure_plugins_loaded
 from .passes.graph import (check_ops, engines, fold_constants, fuse_affine, fuse_attention,
-                           fuse_concat_relu, fuse_conv_act, fuse_conv_bn, fuse_shuffle,
-                           infer_types, place_shuffle)
+                           fuse_concat_relu, fuse_conv_act, fuse_conv_bn, fuse_dropout,
+                           fuse_shuffle, infer_types, place_shuffle)
 from .passes.graph import collectives as graph_collectives
 from .passes.memory import planner as memory
 from .passes.partition import PARTITIONED, partition_graph
@@ -196,6 +196,8 @@ GRAPH_PASSES = [
     stage_pass(CustomPassStage.AFTER_INFER_SHAPE, redo=(_collectives,)),
     Pass("fold_constants", _when_fusing(fold_constants, "fold_constants", "folded"),
          requires=(OWNED, OPS_SUPPORTED), dump_stage="FoldConstants"),
+    Pass("fuse_dropout", _when_fusing(fuse_dropout, "fuse_dropout", "removed"),
+         requires=(OWNED, ACYCLIC)),
     Pass("fuse_conv_bn", _when_fusing(fuse_conv_bn, "fuse_conv_bn", "convs folded"),
          requires=(OWNED, ACYCLIC)),
     Pass("fuse_conv_act", _when_fusing(fuse_conv_act, "fuse_conv_act", "fused"),
