@@ -17,7 +17,7 @@ from pyge.passes.pipeline import CompileState, Pass, run_pipeline
 GRAPH_ORDER = ["clone", "check_ops", "custom_before_infer_shape", "infer_types", "collectives",
                "custom_after_infer_shape",
                "fold_constants", "fuse_dropout", "fuse_conv_bn", "fuse_conv_act", "fuse_affine",
-               "fuse_shuffle", "place_shuffle", "fuse_concat_relu", "fuse_attention",
+               "fuse_shuffle", "place_shuffle", "fuse_concat_relu", "pool_concat", "fuse_attention",
                "custom_after_builtin_fusion_pass", "assign_engines",
                "custom_after_origin_graph_optimize", "partition"]
 MODEL_ORDER = ["allocate_streams", "stream_policy", "custom_passes", "renumber_streams",
@@ -122,7 +122,7 @@ def test_fusion_off_runs_the_fusion_passes_as_no_ops():
     assert not any(results[n].modified for n in ("fold_constants", "fuse_dropout", "fuse_conv_bn",
                                                  "fuse_conv_act", "fuse_affine", "fuse_shuffle",
                                                  "place_shuffle", "fuse_concat_relu",
-                                                 "fuse_attention"))
+                                                 "pool_concat", "fuse_attention"))
     assert results["clone"].modified and results["assign_engines"].modified
 
 

@@ -51,7 +51,7 @@ from .passes.custom.graph_passes import stage_pass
 from .passes.custom.plugins import ensure_plugins_loaded
 from .passes.graph import (check_ops, engines, fold_constants, fuse_affine, fuse_attention,
                            fuse_concat_relu, fuse_conv_act, fuse_conv_bn, fuse_dropout,
-                           fuse_shuffle, infer_types, place_shuffle)
+                           fuse_shuffle, infer_types, place_shuffle, pool_concat)
 from .passes.graph import collectives as graph_collectives
 from .passes.memory import planner as memory
 from .passes.partition import PARTITIONED, partition_graph
@@ -209,6 +209,8 @@ GRAPH_PASSES = [
     Pass("place_shuffle", _when_fusing(place_shuffle, "place_channel_shuffle", "placed"),
          requires=(OWNED, ACYCLIC)),
     Pass("fuse_concat_relu", _when_fusing(fuse_concat_relu, "fuse_concat_relu", "fused"),
+         requires=(OWNED, ACYCLIC)),
+    Pass("pool_concat", _when_fusing(pool_concat, "pool_before_concat", "moved"),
          requires=(OWNED, ACYCLIC)),
     # The dump stage keeps its name from when one pass ran every fusion: the graph after all.
     Pass("fuse_attention", _when_fusing(fuse_attention, "fuse_attention", "fused"),
