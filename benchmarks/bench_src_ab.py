@@ -8,6 +8,7 @@ reports the median of `--calls` runs. The figure is the median over rounds of B 
 round (below 1: B is faster), with each side's median time.
 
     python benchmarks/bench_src_ab.py /work/main /work/wt/branch --models shufflenet,squeezenet
+    python benchmarks/bench_src_ab.py A B --threads 1 --clock cpu    # a shared machine
 """
 from __future__ import annotations
 
@@ -26,7 +27,11 @@ CHILD = r'''
 import json, statistics, sys, time
 from light import model_path, random_feeds
 import pyge
-names, calls = sys.argv[1].split(","), int(sys.argv[2])
+import torch
+names, calls, threads, clock = sys.argv[1].split(","), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if threads:
+    torch.set_num_threads(threads)
+tick = time.thread_time if clock == "cpu" else time.perf_counter
 out = {"pyge": pyge.__file__}
 for name in names:
     path = model_path(name)
@@ -36,18 +41,19 @@ for name in names:
         cm.run(feeds)
     ts = []
     for _ in range(calls):
-        t0 = time.perf_counter()
+        t0 = tick()
         cm.run(feeds)
-        ts.append(time.perf_counter() - t0)
+        ts.append(tick() - t0)
     out[name] = statistics.median(ts) * 1e3
 print(json.dumps(out))
 '''
 
 
-def _child(tree: str, names: list[str], calls: int) -> dict:
+def _child(tree: str, names: list[str], calls: int, threads: int, clock: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(tree) / "src"), str(HERE)])
-    p = subprocess.run([sys.executable, "-c", CHILD, ",".join(names), str(calls)], env=env,
+    p = subprocess.run([sys.executable, "-c", CHILD, ",".join(names), str(calls), str(threads),
+                        clock], env=env,
                        capture_output=True, text=True, timeout=1800)
     if p.returncode:
         raise SystemExit(f"child for {tree} failed:\n{p.stderr[-3000:]}")
@@ -65,6 +71,9 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="shufflenet,squeezenet")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=0, help="torch's intra-op threads (0: as is)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: the calling thread's CPU time (with --threads 1 the whole run)")
     a = ap.parse_args(argv)
     names = a.models.split(",")
     rows: dict[str, dict[str, list[float]]] = {n: {"a": [], "b": [], "ratio": []} for n in names}
@@ -72,7 +81,7 @@ def main(argv=None) -> int:
     for r in range(a.rounds):
         order = ["a", "b"]
         random.shuffle(order)
-        got = {side: _child(getattr(a, side), names, a.calls) for side in order}
+        got = {side: _child(getattr(a, side), names, a.calls, a.threads, a.clock) for side in order}
         loads.append(os.getloadavg()[0])
         for n in names:
             rows[n]["a"].append(got["a"][n])
@@ -85,7 +94,8 @@ def main(argv=None) -> int:
         rr = rows[n]["ratio"]
         print(f"{n:<16}{statistics.median(rows[n]['a']):>10.3f}{statistics.median(rows[n]['b']):>10.3f}"
               f"{statistics.median(rr):>10.3f}{min(rr):>9.3f}-{max(rr):.3f}")
-    print(f"(single stream, median of {a.calls} runs per child, {a.rounds} rounds; load average "
+    print(f"(single stream, {a.clock} clock, threads {a.threads or 'as is'}, median of {a.calls} "
+          f"runs per child, {a.rounds} rounds; load average "
           f"after each round {min(loads):.2f}-{max(loads):.2f})")
     return 0
 
