@@ -27,6 +27,7 @@ then medians over rounds (each round a fresh pair of child processes, in random 
 
     python benchmarks/bench_ops_cpu.py --models shufflenet,squeezenet,inception_v2
     python benchmarks/bench_ops_cpu.py --models all --rounds 3 --onednn
+    python benchmarks/bench_ops_cpu.py --models shufflenet --nodes     # and per node
 """
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ for name in names:
     path = model_path(name)
     feeds = random_feeds(path)
     per_run = collections.defaultdict(lambda: collections.defaultdict(float))   # run -> kind -> us
+    per_node = collections.defaultdict(list)                      # (name, op) -> us per run
     walls = []
     if engine == "onednn":      # ONEDNN_VERBOSE=1: oneDNN prints each primitive's exec time
         import pyge
@@ -79,6 +81,7 @@ for name in names:
         prof = cm.profile(feeds, runs=runs)
         for r in prof.records:
             per_run[r.run][KIND.get(r.op_type, "other")] += r.duration * 1e6
+            per_node[(r.name, r.op_type)].append(r.duration * 1e6)
         walls = [rr.duration * 1e6 for rr in prof.runs]
     else:
         import onnxruntime as ort
@@ -101,11 +104,13 @@ for name in names:
                 run = sum(1 for t in starts if t <= e["ts"]) - 1
                 if run >= 5:
                     per_run[run][KIND.get(e["args"]["op_name"], "other")] += e["dur"]
+                    per_node[(e["name"][:-len("_kernel_time")], e["args"]["op_name"])].append(e["dur"])
     rows = list(per_run.values())
     kinds = sorted({k for r in rows for k in r})
     res = {k: statistics.median(r.get(k, 0.0) for r in rows) for k in kinds}
     res["wall"] = statistics.median(walls)
     res["(host)"] = statistics.median(w - sum(r.values()) for w, r in zip(walls, rows))
+    res["nodes"] = [[k[0], k[1], statistics.median(v)] for k, v in per_node.items()]
     out[name] = res
 print(json.dumps(out))
 '''
@@ -140,6 +145,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=20, help="profiled runs per child (default 20)")
     ap.add_argument("--onednn", action="store_true",
                     help="also oneDNN's own convolution time under pyge (ONEDNN_VERBOSE)")
+    ap.add_argument("--nodes", action="store_true",
+                    help="also every node's median us per run, in run order, for both engines")
     ap.add_argument("--json", help="write the figures as JSON here")
     a = ap.parse_args(argv)
     names = ALL if a.models == "all" else a.models.split(",")
@@ -163,6 +170,15 @@ def main(argv=None) -> int:
         cells = [f"{t['pyge'][k] / 1e3:.2f}/{t['ort'][k] / 1e3:.2f}" for k in ["wall"] + KINDS]
         cells += [f"{t['onednn']['conv'] / 1e3:.2f}"] if a.onednn else []
         print(f"{n:<14}" + "".join(f"{c:>16}" for c in cells))
+    if a.nodes:
+        for n in names:
+            for e in ("pyge", "ort"):
+                per = {}
+                for x in rounds:
+                    for name, op, us in x[e][n]["nodes"]:
+                        per.setdefault((name, op), []).append(us)
+                print(f"\n{n}, {e}: us per node (median over rounds)")
+                print("  ".join(f"{name}:{op}:{statistics.median(v):.0f}" for (name, op), v in per.items()))
     if a.json:
         Path(a.json).write_text(json.dumps(table, indent=1))
     return 0

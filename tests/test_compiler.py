@@ -16,8 +16,9 @@ from pyge.passes.pipeline import CompileState, Pass, run_pipeline
 
 GRAPH_ORDER = ["clone", "check_ops", "custom_before_infer_shape", "infer_types", "collectives",
                "custom_after_infer_shape",
-               "fold_constants", "fuse_conv_bn", "fuse_conv_act", "fuse_affine", "fuse_shuffle",
-               "fuse_attention", "custom_after_builtin_fusion_pass", "assign_engines",
+               "fold_constants", "fuse_dropout", "fuse_conv_bn", "fuse_conv_act", "fuse_affine",
+               "fuse_shuffle", "place_shuffle", "fuse_concat_relu", "pool_concat", "fuse_attention",
+               "custom_after_builtin_fusion_pass", "assign_engines",
                "custom_after_origin_graph_optimize", "partition"]
 MODEL_ORDER = ["allocate_streams", "stream_policy", "custom_passes", "renumber_streams",
                "build_plan", "order_collectives", "insert_events", "assign_event_ids",
@@ -118,8 +119,10 @@ def test_fusion_off_runs_the_fusion_passes_as_no_ops():
     st.options = parse_options({"ge.exec.enableFusion": "false"})
     run_graph_passes(st)
     results = dict(st.results)
-    assert not any(results[n].modified for n in ("fold_constants", "fuse_conv_bn", "fuse_conv_act",
-                                                 "fuse_affine", "fuse_shuffle", "fuse_attention"))
+    assert not any(results[n].modified for n in ("fold_constants", "fuse_dropout", "fuse_conv_bn",
+                                                 "fuse_conv_act", "fuse_affine", "fuse_shuffle",
+                                                 "place_shuffle", "fuse_concat_relu",
+                                                 "pool_concat", "fuse_attention"))
     assert results["clone"].modified and results["assign_engines"].modified
 
 

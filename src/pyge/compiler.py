@@ -50,7 +50,8 @@ from .passes.custom import CustomPassStage, run_stream_passes
 from .passes.custom.graph_passes import stage_pass
 from .passes.custom.plugins import ensure_plugins_loaded
 from .passes.graph import (check_ops, engines, fold_constants, fuse_affine, fuse_attention,
-                           fuse_conv_act, fuse_conv_bn, fuse_shuffle, infer_types)
+                           fuse_concat_relu, fuse_conv_act, fuse_conv_bn, fuse_dropout,
+                           fuse_shuffle, infer_types, place_shuffle, pool_concat)
 from .passes.graph import collectives as graph_collectives
 from .passes.memory import planner as memory
 from .passes.partition import PARTITIONED, partition_graph
@@ -195,6 +196,8 @@ GRAPH_PASSES = [
     stage_pass(CustomPassStage.AFTER_INFER_SHAPE, redo=(_collectives,)),
     Pass("fold_constants", _when_fusing(fold_constants, "fold_constants", "folded"),
          requires=(OWNED, OPS_SUPPORTED), dump_stage="FoldConstants"),
+    Pass("fuse_dropout", _when_fusing(fuse_dropout, "fuse_dropout", "removed"),
+         requires=(OWNED, ACYCLIC)),
     Pass("fuse_conv_bn", _when_fusing(fuse_conv_bn, "fuse_conv_bn", "convs folded"),
          requires=(OWNED, ACYCLIC)),
     Pass("fuse_conv_act", _when_fusing(fuse_conv_act, "fuse_conv_act", "fused"),
@@ -202,6 +205,12 @@ GRAPH_PASSES = [
     Pass("fuse_affine", _when_fusing(fuse_affine, "fuse_affine", "fused"),
          requires=(OWNED, ACYCLIC)),
     Pass("fuse_shuffle", _when_fusing(fuse_shuffle, "fuse_channel_shuffle", "fused"),
+         requires=(OWNED, ACYCLIC)),
+    Pass("place_shuffle", _when_fusing(place_shuffle, "place_channel_shuffle", "placed"),
+         requires=(OWNED, ACYCLIC)),
+    Pass("fuse_concat_relu", _when_fusing(fuse_concat_relu, "fuse_concat_relu", "fused"),
+         requires=(OWNED, ACYCLIC)),
+    Pass("pool_concat", _when_fusing(pool_concat, "pool_before_concat", "moved"),
          requires=(OWNED, ACYCLIC)),
     # The dump stage keeps its name from when one pass ran every fusion: the graph after all.
     Pass("fuse_attention", _when_fusing(fuse_attention, "fuse_attention", "fused"),
