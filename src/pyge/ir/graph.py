@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import GraphError
 from . import order as _order
 from .names import NameIndex, first_free, unique_name
-from .node import GraphBase, Node
+from .node import GraphBase, Node, edited
 from .value import OPTIONAL, SEQUENCE, TENSOR, Value
 
 __all__ = ["Graph", "Node", "Value", "TENSOR", "SEQUENCE", "OPTIONAL", "unique_name", "bfs_order"]
@@ -55,6 +55,11 @@ class Graph(GraphBase):
         # remove_node's position hints (see _unlist); None until the first removal.
         self._positions: dict[int, int] | None = None
         self._removed_since = 0
+        # Edit count (ir/node.edited: every editing method moves it, and a change to a
+        # subgraph moves its ancestors'), and the count at which the order check last found
+        # the node list topologically sorted (ir/order.py).
+        self._version = 0
+        self._sorted_at = -1
 
     # -- construction ------------------------------------------------------------------
     @property
@@ -119,6 +124,7 @@ class Graph(GraphBase):
         if self._positions is not None:
             self._positions[id(node)] = len(self._nodes) - 1
         self._succ_cache = None
+        edited(node)
         return node
 
     def remove_node(self, node: Node) -> None:
@@ -131,6 +137,7 @@ class Graph(GraphBase):
             if o.uses or o in self.outputs:
                 raise GraphError(f"cannot remove node {node.name!r}: output {o.name!r} is still used")
         node.set_inputs([])
+        edited(node)
         self._unlist(node)
         node.graph = None
         self._succ_cache = None
@@ -220,9 +227,21 @@ class Graph(GraphBase):
             raise GraphError(f"graph {self.name!r}: new node order is not a permutation")
         self._nodes = list(nodes)
         self._positions = None
+        self._edited()
 
     def invalidate(self) -> None:
+        """Forget what was derived from the graph's structure (after an edit made without
+        the editing methods): the successor lists, and that the order was checked."""
         self._succ_cache = None
+        self._edited()
+
+    def _edited(self) -> None:
+        """This graph changed: its version moves on, and its ancestors' (ir/node.edited)."""
+        g = self
+        while g is not None:
+            g._version += 1
+            parent = g.parent
+            g = parent.graph if parent is not None else None
 
     def set_attr(self, key: str, value: Any) -> None:
         """Set graph attribute `key` (GE's graph attributes; see `attrs`)."""
@@ -363,6 +382,7 @@ class Graph(GraphBase):
         self._nodes = _order.topological_sort(self)
         self._positions = None
         self._succ_cache = None
+        self._sorted_at = self._version     # sorted now (a reorder changes no edge)
 
     def find_cycle(self) -> list[Node]:
         """The nodes of one cycle in data-flow order, or [] when the graph is acyclic."""

@@ -106,7 +106,7 @@ class ConstNode:
 
     @property
     def control_predecessors(self) -> list["ConstNode"]:
-        return [self._view._wrap(p) for p in self._node.control_preds]
+        return [self._view._wrap(p) for p in self._node._control_preds]
 
     @property
     def attrs(self) -> Mapping[str, Any]:
