@@ -59,6 +59,7 @@ from .passes.pipeline import UNCHANGED, CompileState, Pass, PassResult, changed,
 from .passes.policies import apply_policy
 from .passes.policies.defaults import with_default_policy
 from .passes.streams import allocate_streams, follow_parents
+from .passes.streams._graph import Topo
 from .passes.streams.renumber import renumber_streams
 from .passes.sync import collectives as sync_collectives
 from .passes.sync import event_ids, events
@@ -72,8 +73,10 @@ MULTI_STREAM_ENV = "ENABLE_DYNAMIC_SHAPE_MULTI_STREAM"
 
 # -- the passes as functions of the state (the algorithms live in their own files) --------
 
-def _stream_ids(graph: Graph) -> list[int]:
-    return [n.stream_id for g in graph.all_graphs() for n in g.nodes]
+def _stream_ids(graphs: list[Graph]) -> list[int]:
+    """Every node's stream id, over `graphs` (a graph's all_graphs(): the passes that compare
+    ids before and after themselves add or remove no subgraph, so one list serves both)."""
+    return [n.stream_id for g in graphs for n in g._nodes]
 
 
 def _clone(st: CompileState) -> PassResult:
@@ -108,9 +111,10 @@ def _when_fusing(module, fn: str, what: str) -> Callable[[CompileState], PassRes
 
 
 def _engines(st: CompileState) -> PassResult:
-    before = [n.engine for g in st.graph.all_graphs() for n in g.nodes]
+    graphs = st.graph.all_graphs()
+    before = [n.engine for g in graphs for n in g._nodes]
     engines.assign_engines(st.graph)
-    return PassResult(before != [n.engine for g in st.graph.all_graphs() for n in g.nodes])
+    return PassResult(before != [n.engine for g in graphs for n in g._nodes])
 
 
 def _partition(st: CompileState) -> PassResult:
@@ -131,29 +135,33 @@ def _policy(st: CompileState) -> PassResult:
         return UNCHANGED
     if st.options["pyge.streamPolicy"] == "ge" and not st.options["pyge.policyFile"]:
         return UNCHANGED
-    before = _stream_ids(st.graph)
+    graphs = st.graph.all_graphs()
+    before = _stream_ids(graphs)
     apply_policy(st.graph, st.options)
-    return PassResult(before != _stream_ids(st.graph))
+    return PassResult(before != _stream_ids(graphs))
 
 
 def _custom(st: CompileState) -> PassResult:
     if st.options.single_stream:
         return UNCHANGED  # GE: with ge.enableSingleStream=true no custom stream pass runs
     on_stage = st.dumper.stage if st.dumper is not None else None
-    before = _stream_ids(st.graph)
+    graphs = st.graph.all_graphs()
+    before = _stream_ids(graphs)
     # a policy may have used ids beyond those the built-in chain drew
     drawn = max([st.max_stream_id] + [n.stream_id for n in st.graph.nodes])
     result = run_stream_passes(st.graph, st.options, drawn, on_stage)
     st.max_stream_id = result.max_stream_id
     st.custom_ids = set(result.custom_ids)
     follow_parents(st.graph)
-    return PassResult(before != _stream_ids(st.graph), f"{len(st.custom_ids)} ids allocated")
+    return PassResult(before != _stream_ids(graphs), f"{len(st.custom_ids)} ids allocated")
 
 
 def _renumber(st: CompileState) -> PassResult:
-    before = _stream_ids(st.graph)
+    Topo.forget(st.graph)          # the stream passes are done with it: not kept on the model
+    graphs = st.graph.all_graphs()
+    before = _stream_ids(graphs)
     st.num_streams, st.custom_streams = renumber_streams(st.graph, st.custom_ids)
-    return PassResult(before != _stream_ids(st.graph), f"{st.num_streams} streams")
+    return PassResult(before != _stream_ids(graphs), f"{st.num_streams} streams")
 
 
 def _build(st: CompileState) -> PassResult:

@@ -60,6 +60,9 @@ class Graph(GraphBase):
         # the node list topologically sorted (ir/order.py).
         self._version = 0
         self._sorted_at = -1
+        # What passes derive from the structure, by name: (version derived at, the result),
+        # valid while the version stands (passes/streams/_graph.Topo.of).
+        self._derived: dict[str, tuple[int, Any]] = {}
 
     # -- construction ------------------------------------------------------------------
     @property
@@ -233,6 +236,7 @@ class Graph(GraphBase):
         """Forget what was derived from the graph's structure (after an edit made without
         the editing methods): the successor lists, and that the order was checked."""
         self._succ_cache = None
+        self._derived.clear()
         self._edited()
 
     def _edited(self) -> None:
