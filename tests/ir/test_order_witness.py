@@ -226,3 +226,46 @@ def test_copied_control_edges_still_note_their_edits(how):
     ha.control_preds.append(hb)            # a cycle now, through the copied lists
     with pytest.raises(pyge.GraphCycleError):
         h.topological_sort()
+
+
+def _names_of(graphs) -> list[str]:
+    return [g.name for g in graphs]
+
+
+def test_all_graphs_follows_subgraphs_attached_and_removed():
+    g, a, b = _two()
+    assert _names_of(g.all_graphs()) == ["t"]
+    cond, body, inner = _if_node(g)
+    g.add_node(cond)
+    assert _names_of(g.all_graphs()) == ["t", "body", "body"]
+    nested = Graph("nested")
+    deep = Node("Identity", "deep")
+    deep.append_input(g.inputs[0])
+    deep.add_output(Value("d"))
+    nested.add_node(deep)
+    nested.outputs.append(deep.outputs[0])
+    holder = Node("If", "holder")
+    holder.append_input(g.inputs[0])
+    holder.add_output(Value("h"))
+    holder.set_attr("then_branch", nested)
+    body.add_node(holder)                    # an edit inside the body moves g's version too
+    assert _names_of(g.all_graphs()) == ["t", "body", "nested", "body", "nested"]
+    other = Graph("other")
+    cond.set_attr("else_branch", other)
+    assert _names_of(g.all_graphs()) == ["t", "body", "nested", "other"]
+    g.replace_value(cond.outputs[0], cond.outputs[0])   # (a no-op: no edit)
+    g.remove_node(cond)
+    assert _names_of(g.all_graphs()) == ["t"]
+
+
+def test_all_graphs_after_an_attribute_edited_by_hand_and_invalidate():
+    g, a, b = _two()
+    cond, body, inner = _if_node(g)
+    g.add_node(cond)
+    assert _names_of(g.all_graphs()) == ["t", "body", "body"]
+    del cond.attrs["else_branch"]            # by hand: not an edit the version sees ...
+    g.invalidate()                           # ... until invalidate()
+    assert _names_of(g.all_graphs()) == ["t", "body"]
+    listed = g.all_graphs()
+    listed.append("junk")                    # the caller's copy: the kept list is unchanged
+    assert _names_of(g.all_graphs()) == ["t", "body"]

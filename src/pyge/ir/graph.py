@@ -363,7 +363,14 @@ class Graph(GraphBase):
         return list(out.values())
 
     def all_graphs(self) -> list["Graph"]:
-        """This graph and every nested subgraph, parents before children."""
+        """This graph and every nested subgraph, parents before children.
+
+        Kept with the version it was found at (a compile asks some sixteen times): a subgraph
+        attached with Node.set_attr or a node added or removed moves the version, one put in
+        or taken out of `node.attrs` by plain assignment does not (invalidate() then)."""
+        hit = self._derived.get("all_graphs")
+        if hit is not None and hit[0] == self._version:
+            return list(hit[1])
         out = [self]
         for n in self._nodes:
             if n.attrs:           # (most nodes hold no graph: Node.subgraphs, inlined)
@@ -373,7 +380,8 @@ class Graph(GraphBase):
                     elif isinstance(a, list) and a and isinstance(a[0], GraphBase):
                         for sg in a:
                             out.extend(sg.all_graphs())
-        return out
+        self._derived["all_graphs"] = (self._version, out)
+        return list(out)
 
     def topological_sort(self) -> list[Node]:
         """The nodes in a topological order, stable with respect to the current order (the
