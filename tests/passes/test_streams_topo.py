@@ -1,5 +1,6 @@
-"""passes/streams/_graph.Topo.of: one Topo per graph version, shared by the built-in stream
-allocation and the DAG stream pass, and not kept on the compiled model."""
+"""What the built-in DAG stream pass shares and batches: passes/streams/_graph.Topo.of (one Topo
+per graph version, shared with the built-in stream allocation, not kept on the compiled model)
+and StreamPassContext._set_stream_ids (set_stream_id for many nodes, with its checks)."""
 from __future__ import annotations
 
 import pyge
@@ -41,3 +42,19 @@ def test_an_edit_gives_a_new_topo():
 def test_the_compiled_model_keeps_no_topo():
     m = pyge.compile(_graph(), options={"ge.autoMultistreamParallelMode": "LoadBalance:4"})
     assert "streams.topo" not in m.graph._derived
+
+
+def test_the_batch_placement_checks_as_set_stream_id_does():
+    from pyge.options import parse_options
+    from pyge.passes.custom.context import GRAPH_FAILED, GRAPH_SUCCESS, StreamBook, StreamPassContext
+    g = _graph()
+    other = _graph()
+    ctx = StreamPassContext(g, parse_options(None), StreamBook(3))
+    p, q, s = g.nodes
+    assert ctx._set_stream_ids([p, q], 1) == GRAPH_FAILED          # outside a pass call
+    ctx._begin("t")
+    assert ctx._set_stream_ids([p, q], 2) == GRAPH_SUCCESS and (p.stream_id, q.stream_id) == (2, 2)
+    assert ctx._set_stream_ids([s], 4) == GRAPH_FAILED and "outside 0..3" in ctx.get_error_message()
+    assert ctx._set_stream_ids([s, other.nodes[0]], 3) == GRAPH_FAILED
+    assert s.stream_id == 3 and other.nodes[0].stream_id != 3
+    assert "not to graph" in ctx.get_error_message()
