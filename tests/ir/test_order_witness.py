@@ -269,3 +269,21 @@ def test_all_graphs_after_an_attribute_edited_by_hand_and_invalidate():
     listed = g.all_graphs()
     listed.append("junk")                    # the caller's copy: the kept list is unchanged
     assert _names_of(g.all_graphs()) == ["t", "body"]
+
+
+def test_sort_moves_what_follows_the_node_order():
+    g, a, b = _two()
+    c1, body1, _ = _if_node(g)
+    c1.name = "if1"
+    g.add_node(c1)
+    other = Graph("other")
+    c2 = Node("If", "if2")
+    c2.add_output(Value("y2"))
+    c2.append_input(b.outputs[0])
+    c2.set_attr("then_branch", other)
+    g.add_node(c2)
+    c1.append_input(c2.outputs[0])            # if1 reads if2, listed after it
+    assert _names_of(g.all_graphs()) == ["t", "body", "body", "other"]
+    g.sort()
+    assert [n.name for n in g.nodes] == ["a", "b", "if2", "if1"]
+    assert _names_of(g.all_graphs()) == ["t", "other", "body", "body"]

@@ -391,10 +391,13 @@ class Graph(GraphBase):
 
     def sort(self) -> None:
         """Reorder nodes topologically (in place); GraphCycleError on a cycle."""
-        self._nodes = _order.topological_sort(self)
-        self._positions = None
-        self._succ_cache = None
-        self._sorted_at = self._version     # sorted now (a reorder changes no edge)
+        order = _order.topological_sort(self)
+        if any(a is not b for a, b in zip(order, self._nodes)):
+            self._nodes = order
+            self._positions = None
+            self._succ_cache = None
+            self._edited()                  # what follows the list order (all_graphs) moves
+        self._sorted_at = self._version     # sorted now
 
     def find_cycle(self) -> list[Node]:
         """The nodes of one cycle in data-flow order, or [] when the graph is acyclic."""
