@@ -11,7 +11,11 @@ Node and value names stay unique within a graph (``add_node``, ``add_output``,
 ``unique_value_name`` give free ones), use lists stay right, and a subgraph's parent is the
 node that holds it (``add_node``, ``Node.set_attr``). A sealed graph (``seal``) refuses
 every edit. Editing by plain assignment (``node.name = ...``, ``graph.outputs.append``)
-is not checked.
+is not checked. The editing methods, and any change to ``Node.control_preds``, also move
+the graph's version (``_version``: ir/node.edited), which vouches for what was derived
+from the structure (the order check of ir/order.py, ``all_graphs``); after an edit by
+plain assignment that changes an edge (a subgraph's outputs, ``node.attrs`` holding a
+graph), call ``invalidate()``.
 
 This module imports no other pyge layer and no serialisation library: converting to
 and from ONNX lives in ``pyge.frontends``.
@@ -187,6 +191,7 @@ class Graph(GraphBase):
         for k in slots:
             self.outputs[k] = new
         if slots:
+            self._edited()          # a body's outputs are reads of its parent node's too
             old.name, new.name = new.name, old.name
             names = self._index()
             names.values[old.name], names.values[new.name] = old, new
