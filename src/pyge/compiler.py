@@ -26,6 +26,7 @@ graph stays as the later passes require.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import logging
@@ -59,6 +60,7 @@ from .passes.pipeline import UNCHANGED, CompileState, Pass, PassResult, changed,
 from .passes.policies import apply_policy
 from .passes.policies.defaults import with_default_policy
 from .passes.streams import allocate_streams, follow_parents
+from .passes.streams._graph import Topo
 from .passes.streams.renumber import renumber_streams
 from .passes.sync import collectives as sync_collectives
 from .passes.sync import event_ids, events
@@ -72,8 +74,10 @@ MULTI_STREAM_ENV = "ENABLE_DYNAMIC_SHAPE_MULTI_STREAM"
 
 # -- the passes as functions of the state (the algorithms live in their own files) --------
 
-def _stream_ids(graph: Graph) -> list[int]:
-    return [n.stream_id for g in graph.all_graphs() for n in g.nodes]
+def _stream_ids(graphs: list[Graph]) -> list[int]:
+    """Every node's stream id, over `graphs` (a graph's all_graphs(): the passes that compare
+    ids before and after themselves add or remove no subgraph, so one list serves both)."""
+    return [n.stream_id for g in graphs for n in g._nodes]
 
 
 def _clone(st: CompileState) -> PassResult:
@@ -108,9 +112,10 @@ def _when_fusing(module, fn: str, what: str) -> Callable[[CompileState], PassRes
 
 
 def _engines(st: CompileState) -> PassResult:
-    before = [n.engine for g in st.graph.all_graphs() for n in g.nodes]
+    graphs = st.graph.all_graphs()
+    before = [n.engine for g in graphs for n in g._nodes]
     engines.assign_engines(st.graph)
-    return PassResult(before != [n.engine for g in st.graph.all_graphs() for n in g.nodes])
+    return PassResult(before != [n.engine for g in graphs for n in g._nodes])
 
 
 def _partition(st: CompileState) -> PassResult:
@@ -131,29 +136,33 @@ def _policy(st: CompileState) -> PassResult:
         return UNCHANGED
     if st.options["pyge.streamPolicy"] == "ge" and not st.options["pyge.policyFile"]:
         return UNCHANGED
-    before = _stream_ids(st.graph)
+    graphs = st.graph.all_graphs()
+    before = _stream_ids(graphs)
     apply_policy(st.graph, st.options)
-    return PassResult(before != _stream_ids(st.graph))
+    return PassResult(before != _stream_ids(graphs))
 
 
 def _custom(st: CompileState) -> PassResult:
     if st.options.single_stream:
         return UNCHANGED  # GE: with ge.enableSingleStream=true no custom stream pass runs
     on_stage = st.dumper.stage if st.dumper is not None else None
-    before = _stream_ids(st.graph)
+    graphs = st.graph.all_graphs()
+    before = _stream_ids(graphs)
     # a policy may have used ids beyond those the built-in chain drew
     drawn = max([st.max_stream_id] + [n.stream_id for n in st.graph.nodes])
     result = run_stream_passes(st.graph, st.options, drawn, on_stage)
     st.max_stream_id = result.max_stream_id
     st.custom_ids = set(result.custom_ids)
     follow_parents(st.graph)
-    return PassResult(before != _stream_ids(st.graph), f"{len(st.custom_ids)} ids allocated")
+    return PassResult(before != _stream_ids(graphs), f"{len(st.custom_ids)} ids allocated")
 
 
 def _renumber(st: CompileState) -> PassResult:
-    before = _stream_ids(st.graph)
+    Topo.forget(st.graph)          # the stream passes are done with it: not kept on the model
+    graphs = st.graph.all_graphs()
+    before = _stream_ids(graphs)
     st.num_streams, st.custom_streams = renumber_streams(st.graph, st.custom_ids)
-    return PassResult(before != _stream_ids(st.graph), f"{st.num_streams} streams")
+    return PassResult(before != _stream_ids(graphs), f"{st.num_streams} streams")
 
 
 def _build(st: CompileState) -> PassResult:
@@ -282,23 +291,44 @@ def compile_graph(graph: Graph | str | os.PathLike, device: str | None = None,
     gid = graph_id if graph_id is not None else next(_graph_ids)
     st = CompileState(graph=graph, options=opts, device=dev, graph_id=gid,
                       dumper=Dumper.from_env(gid), source=graph)
-    # The cyclic GC would rescan the whole (growing) heap again and again while the passes
-    # allocate millions of small objects on large graphs. The passes make no garbage cycles
-    # worth collecting mid-compile; collection resumes afterwards.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with _collector_paused():
         run_graph_passes(st)
         if st.partition is not None:
             return _compile_parts(st)
         run_model_passes(st)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     if st.dumper is not None:
         st.dumper.built(st.graph, st.plan)
     # st.options: a graph attribute set by a custom graph pass may have overridden an option
     return CompiledModel(st.graph, st.plan, dev, st.options, timings=st.timings)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """The cyclic GC off while the passes run, and the objects they made kept out of its
+    young generations afterwards.
+
+    With the collector on, it would rescan the whole (growing) heap again and again while
+    the passes allocate millions of small objects on large graphs; they make no garbage
+    cycles worth collecting mid-compile. Turned back on, its first young collection would
+    still walk every object the compile made (a plan of 100,000 nodes is ~2 million), only
+    to promote them: so they are moved to the oldest generation unscanned (gc.freeze, then
+    gc.unfreeze), where the next full collection sees them as it sees any long-lived object.
+    The caller's own young objects are collected first, at the start, so that none of
+    their garbage cycles is promoted with them; a process that froze objects itself (its
+    gc.freeze before a fork) keeps them frozen: then the compile's objects stay young."""
+    was_enabled = gc.isenabled()
+    promote = was_enabled and gc.get_freeze_count() == 0
+    if promote:
+        gc.collect(1)
+    gc.disable()
+    try:
+        yield
+    finally:
+        if promote:
+            gc.freeze()
+            gc.unfreeze()
+        if was_enabled:
+            gc.enable()
 
 
 def _root_options(opts: Options, env: Mapping[str, str] = os.environ) -> Options:

@@ -132,7 +132,7 @@ def _walk(graph) -> list:
 
 def _node_info(g) -> list:
     index = {id(n): i for i, n in enumerate(g.nodes)}
-    return [[n.stream_id, n.engine, [index[id(p)] for p in n.control_preds if id(p) in index]]
+    return [[n.stream_id, n.engine, [index[id(p)] for p in n._control_preds if id(p) in index]]
             for n in g.nodes]
 
 

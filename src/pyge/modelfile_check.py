@@ -186,7 +186,7 @@ def _check_node(plan: Plan, pn, gn, node_of: dict[str, int]) -> None:
     outs = [plan.values[i].name for i in pn.outputs]
     if outs != [o.name for o in gn.outputs]:
         raise ModelFileError(f"{what}: the plan writes {_names(outs)}, the graph {_names([o.name for o in gn.outputs])}")
-    for p in gn.control_preds:
+    for p in gn._control_preds:
         if node_of.get(p.name) not in pn.control_preds:
             raise ModelFileError(f"{what}: the plan drops its control edge from {p.name!r}")
 

@@ -12,6 +12,7 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from ..errors import GraphCycleError, GraphError, ModelGraphCycleError, ModelLoadError
 from ..ir.graph import OPTIONAL, SEQUENCE, TENSOR, Graph, Node, Value, unique_name
+from .onnx_write import add_attribute, raw_tensor
 
 # ---------------------------------------------------------------------------------------
 # dtypes
@@ -393,7 +394,8 @@ def _tensor_proto(name: str, arr: np.ndarray, weights: bool | str) -> TensorProt
     if arr.dtype == object:
         return helper.make_tensor(name, TensorProto.STRING, arr.shape,
                                   [s.encode() if isinstance(s, str) else s for s in arr.ravel()])
-    return numpy_helper.from_array(arr, name)
+    tp = raw_tensor(name, arr)
+    return tp if tp is not None else numpy_helper.from_array(arr, name)
 
 
 def node_to_proto(n: Node, weights: bool = True, extra_attrs: dict | None = None) -> onnx.NodeProto:
@@ -413,8 +415,10 @@ def _fill_node(np_: onnx.NodeProto, n: Node, weights, extra_attrs: dict | None) 
     if n.domain:
         np_.domain = n.domain
     if n.attrs:
+        attributes = np_.attribute
         for k in sorted(n.attrs):
-            np_.attribute.append(_attr_proto(k, n.attrs[k], weights))
+            if not add_attribute(attributes, k, n.attrs[k]):
+                attributes.append(_attr_proto(k, n.attrs[k], weights))
     for k, v in (extra_attrs or {}).items():
         np_.attribute.append(_attr_proto(k, v, weights))
     if n.doc:

@@ -54,8 +54,8 @@ def clone_graph(g: Graph, vmap: dict[int, Value] | None = None) -> Graph:
             _link(out, n, nn, vmap)
         nmap[id(n)] = nn
     for n in order:
-        if n.control_preds:
-            nmap[id(n)].control_preds = [nmap[id(p)] for p in n.control_preds if id(p) in nmap]
+        if n._control_preds:
+            nmap[id(n)].control_preds = [nmap[id(p)] for p in n._control_preds if id(p) in nmap]
     out.outputs = [vmap.get(id(v), v) for v in g.outputs]
     return out
 

@@ -11,7 +11,11 @@ Node and value names stay unique within a graph (``add_node``, ``add_output``,
 ``unique_value_name`` give free ones), use lists stay right, and a subgraph's parent is the
 node that holds it (``add_node``, ``Node.set_attr``). A sealed graph (``seal``) refuses
 every edit. Editing by plain assignment (``node.name = ...``, ``graph.outputs.append``)
-is not checked.
+is not checked. The editing methods, and any change to ``Node.control_preds``, also move
+the graph's version (``_version``: ir/node.edited), which vouches for what was derived
+from the structure (the order check of ir/order.py, ``all_graphs``); after an edit by
+plain assignment that changes an edge (a subgraph's outputs, ``node.attrs`` holding a
+graph), call ``invalidate()``.
 
 This module imports no other pyge layer and no serialisation library: converting to
 and from ONNX lives in ``pyge.frontends``.
@@ -26,7 +30,7 @@ import numpy as np
 from ..errors import GraphError
 from . import order as _order
 from .names import NameIndex, first_free, unique_name
-from .node import GraphBase, Node
+from .node import GraphBase, Node, edited
 from .value import OPTIONAL, SEQUENCE, TENSOR, Value
 
 __all__ = ["Graph", "Node", "Value", "TENSOR", "SEQUENCE", "OPTIONAL", "unique_name", "bfs_order"]
@@ -55,6 +59,14 @@ class Graph(GraphBase):
         # remove_node's position hints (see _unlist); None until the first removal.
         self._positions: dict[int, int] | None = None
         self._removed_since = 0
+        # Edit count (ir/node.edited: every editing method moves it, and a change to a
+        # subgraph moves its ancestors'), and the count at which the order check last found
+        # the node list topologically sorted (ir/order.py).
+        self._version = 0
+        self._sorted_at = -1
+        # What passes derive from the structure, by name: (version derived at, the result),
+        # valid while the version stands (passes/streams/_graph.Topo.of).
+        self._derived: dict[str, tuple[int, Any]] = {}
 
     # -- construction ------------------------------------------------------------------
     @property
@@ -119,6 +131,7 @@ class Graph(GraphBase):
         if self._positions is not None:
             self._positions[id(node)] = len(self._nodes) - 1
         self._succ_cache = None
+        edited(node)
         return node
 
     def remove_node(self, node: Node) -> None:
@@ -131,6 +144,7 @@ class Graph(GraphBase):
             if o.uses or o in self.outputs:
                 raise GraphError(f"cannot remove node {node.name!r}: output {o.name!r} is still used")
         node.set_inputs([])
+        edited(node)
         self._unlist(node)
         node.graph = None
         self._succ_cache = None
@@ -177,6 +191,7 @@ class Graph(GraphBase):
         for k in slots:
             self.outputs[k] = new
         if slots:
+            self._edited()          # a body's outputs are reads of its parent node's too
             old.name, new.name = new.name, old.name
             names = self._index()
             names.values[old.name], names.values[new.name] = old, new
@@ -220,9 +235,22 @@ class Graph(GraphBase):
             raise GraphError(f"graph {self.name!r}: new node order is not a permutation")
         self._nodes = list(nodes)
         self._positions = None
+        self._edited()
 
     def invalidate(self) -> None:
+        """Forget what was derived from the graph's structure (after an edit made without
+        the editing methods): the successor lists, and that the order was checked."""
         self._succ_cache = None
+        self._derived.clear()
+        self._edited()
+
+    def _edited(self) -> None:
+        """This graph changed: its version moves on, and its ancestors' (ir/node.edited)."""
+        g = self
+        while g is not None:
+            g._version += 1
+            parent = g.parent
+            g = parent.graph if parent is not None else None
 
     def set_attr(self, key: str, value: Any) -> None:
         """Set graph attribute `key` (GE's graph attributes; see `attrs`)."""
@@ -340,7 +368,14 @@ class Graph(GraphBase):
         return list(out.values())
 
     def all_graphs(self) -> list["Graph"]:
-        """This graph and every nested subgraph, parents before children."""
+        """This graph and every nested subgraph, parents before children.
+
+        Kept with the version it was found at (a compile asks some sixteen times): a subgraph
+        attached with Node.set_attr or a node added or removed moves the version, one put in
+        or taken out of `node.attrs` by plain assignment does not (invalidate() then)."""
+        hit = self._derived.get("all_graphs")
+        if hit is not None and hit[0] == self._version:
+            return list(hit[1])
         out = [self]
         for n in self._nodes:
             if n.attrs:           # (most nodes hold no graph: Node.subgraphs, inlined)
@@ -350,7 +385,8 @@ class Graph(GraphBase):
                     elif isinstance(a, list) and a and isinstance(a[0], GraphBase):
                         for sg in a:
                             out.extend(sg.all_graphs())
-        return out
+        self._derived["all_graphs"] = (self._version, out)
+        return list(out)
 
     def topological_sort(self) -> list[Node]:
         """The nodes in a topological order, stable with respect to the current order (the
@@ -360,9 +396,13 @@ class Graph(GraphBase):
 
     def sort(self) -> None:
         """Reorder nodes topologically (in place); GraphCycleError on a cycle."""
-        self._nodes = _order.topological_sort(self)
-        self._positions = None
-        self._succ_cache = None
+        order = _order.topological_sort(self)
+        if any(a is not b for a, b in zip(order, self._nodes)):
+            self._nodes = order
+            self._positions = None
+            self._succ_cache = None
+            self._edited()                  # what follows the list order (all_graphs) moves
+        self._sorted_at = self._version     # sorted now
 
     def find_cycle(self) -> list[Node]:
         """The nodes of one cycle in data-flow order, or [] when the graph is acyclic."""

@@ -29,11 +29,57 @@ def holds_graph(attrs: dict) -> bool:
     return False
 
 
+def edited(node: "Node") -> None:
+    """Note a change to `node`'s edges: its graph's version, and every enclosing graph's (a
+    subgraph's reads are its parent node's implicit inputs), moves on. What a version vouches
+    for (ir/order.py: the node list is still topologically sorted) holds only at its own."""
+    g = node.graph
+    while g is not None:
+        g._version += 1
+        parent = g.parent
+        g = parent.graph if parent is not None else None
+
+
+class ControlEdges(list):
+    """`Node.control_preds`: a list like any other, whose changes mark the node's graph as
+    edited (`edited`), since passes and custom graph passes edit control edges directly."""
+
+    __slots__ = ("_node",)
+
+    def __reduce_ex__(self, protocol):
+        # copy and pickle rebuild it whole (their default appends items one by one, which
+        # would note edits on a node not rebuilt yet)
+        return _control_edges, (list(self), self._node)
+
+
+def _control_edges(nodes: list, node: "Node") -> ControlEdges:
+    c = ControlEdges(nodes)
+    c._node = node
+    return c
+
+
+def _noting(name: str):
+    base = getattr(list, name)
+
+    def method(self, *args, **kwargs):
+        edited(self._node)            # first: an edit that fails half-way is still an edit
+        return base(self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = base.__doc__
+    return method
+
+
+for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
+              "__setitem__", "__delitem__", "__iadd__", "__imul__"):
+    setattr(ControlEdges, _name, _noting(_name))
+del _name
+
+
 class Node:
     """One operator. Attributes are plain Python values; a graph attribute is a Graph."""
 
     __slots__ = ("name", "op_type", "domain", "attrs", "_inputs", "_outputs", "graph",
-                 "stream_id", "engine", "doc", "control_preds", "_pos")
+                 "stream_id", "engine", "doc", "_control_preds", "_pos")
 
     def __init__(self, op_type: str, name: str, domain: str = "", attrs: dict | None = None):
         self.name = name
@@ -48,11 +94,26 @@ class Node:
         # Engine name, set by the engine table ("compute", "skip", "independent", "attach").
         self.engine: str | None = None
         self.doc: str = ""
-        # Control edges: nodes that must finish before this one (no data flows).
-        self.control_preds: list[Node] = []
+        # Control edges (`control_preds`): nodes that must finish before this one (no data
+        # flows). The empty tuple until first asked for: most nodes have none.
+        self._control_preds: tuple | ControlEdges = ()
         # Scratch: the node's position, written by ir/order.py's order check just before it
         # reads it (meaningless at any other time).
         self._pos: int = -1
+
+    @property
+    def control_preds(self) -> ControlEdges:
+        """Nodes that must finish before this one (no data flows); edit it as a list."""
+        c = self._control_preds
+        if type(c) is not ControlEdges:
+            c = self._control_preds = _control_edges(c, self)
+        return c
+
+    @control_preds.setter
+    def control_preds(self, nodes: Iterable["Node"]) -> None:
+        c = _control_edges(nodes, self)
+        edited(self)
+        self._control_preds = c
 
     # -- inputs and outputs -------------------------------------------------------------
     @property
@@ -72,13 +133,16 @@ class Node:
             if v is not None:
                 v.uses.remove((self, i))
         self._inputs = []
+        edited(self)
         for v in values:
             self.append_input(v)
 
     def append_input(self, v: Value | None) -> None:
         g = self.graph
-        if g is not None and g._sealed is not None:
-            g._refuse_sealed()
+        if g is not None:
+            if g._sealed is not None:
+                g._refuse_sealed()
+            edited(self)
         if v is not None and type(v) is not Value:
             self._check_value(v)
         self._inputs.append(v)
@@ -93,6 +157,7 @@ class Node:
             raise GraphError(f"node {self.name!r} ({self.op_type}) has {n} input(s); there is no "
                              f"input {i} (append_input adds one)")
         i %= n    # a use records the index as it is in the list: never negative
+        edited(self)
         old = self._inputs[i]
         if old is not None:
             old.uses.remove((self, i))
@@ -118,6 +183,7 @@ class Node:
         g = self.graph
         if g is not None:
             g._claim_value(v, f"output of node {self.name!r}")
+            edited(self)
         v.producer = self
         v.index = len(self._outputs)
         self._outputs.append(v)
@@ -134,6 +200,7 @@ class Node:
                 sub.parent = self
         if self.graph is not None:
             self.graph._succ_cache = None   # a new body may read other outer values
+            edited(self)
 
     def get_attr(self, key: str, default: Any = None) -> Any:
         return self.attrs.get(key, default)
@@ -197,7 +264,7 @@ class Node:
                 p = v.producer
                 if p is not None and p.graph is g:
                     out.setdefault(id(p), p)
-        for p in self.control_preds:
+        for p in self._control_preds:
             out.setdefault(id(p), p)
         return list(out.values())
 

@@ -29,7 +29,7 @@ def predecessor_positions(n, graph, get) -> list[int]:
                 j = get(id(p))
                 if j is not None:
                     ps.append(j)
-    for p in n.control_preds:
+    for p in n._control_preds:
         j = get(id(p))
         if j is not None:
             ps.append(j)
@@ -61,7 +61,7 @@ def _in_order(graph) -> bool:
                 p = v.producer
                 if p is not None and p.graph is graph and p._pos >= i and _listed(p, nodes, count):
                     return False
-        for p in n.control_preds:
+        for p in n._control_preds:
             if p._pos >= i and _listed(p, nodes, count):
                 return False
     return True
@@ -76,9 +76,15 @@ def topological_sort(graph) -> list:
     """Kahn's algorithm, stable with respect to the current node order (among ready nodes
     the earliest listed goes first). When the current order already is topological (the
     common case: passes keep it so) it is returned as is, which is what the stable pass
-    would return. Raises GraphCycleError naming the nodes of one cycle."""
+    would return. Raises GraphCycleError naming the nodes of one cycle.
+
+    The witness: a graph found in order at version k (Graph._version, which every editing
+    method and every change to control edges moves on, ir/node.edited) is in order while
+    its version is still k, so the check is not walked again (a compile asks some ten
+    times, between passes that mostly change no edge)."""
     nodes = graph._nodes
-    if _in_order(graph):
+    if graph._sorted_at == graph._version or _in_order(graph):
+        graph._sorted_at = graph._version
         return list(nodes)
     get = {id(n): i for i, n in enumerate(nodes)}.get
     preds = [predecessor_positions(n, graph, get) for n in nodes]

@@ -38,8 +38,8 @@ def format_node(n: Node) -> str:
         attrs = " {" + ", ".join(f"{k}={_attr(v)}" for k, v in plain.items()) + "}"
     stream = f" @s{n.stream_id}" if n.stream_id >= 0 else ""
     ctrl = ""
-    if n.control_preds:
-        ctrl = " after(" + ",".join(p.name for p in n.control_preds) + ")"
+    if n._control_preds:
+        ctrl = " after(" + ",".join(p.name for p in n._control_preds) + ")"
     return f"{outs} = {n.op_type}({ins}){attrs}{stream}{ctrl}  # {n.name}"
 
 

@@ -12,21 +12,23 @@ def build_plan(graph: Graph, num_streams: int, custom_streams: list[int] | None 
     """Lay the root graph's nodes out as per-stream launch lists.
 
     Node indices follow one topological order of the graph; each stream's launches are in
-    that order, so every stream is internally consistent with the data flow.
+    that order, so every stream is internally consistent with the data flow. (One pass
+    over the nodes, its dataclasses built from positional arguments: it runs on every
+    node of every compile.)
     """
     order = graph.topological_sort()
     values: list[PlanValue] = []
     vindex: dict[int, int] = {}
 
-    def add_value(v, **kw) -> int:
+    def add_value(v, producer: int = -1, is_input: bool = False, is_const: bool = False) -> int:
         key = id(v)
-        if key in vindex:
-            return vindex[key]
-        pv = PlanValue(index=len(values), name=v.name, dtype=v.dtype, shape=v.shape, kind=v.kind,
-                       nbytes=value_nbytes(v.dtype, v.shape) if v.kind == "tensor" else 0, **kw)
-        values.append(pv)
-        vindex[key] = pv.index
-        return pv.index
+        vi = vindex.get(key)
+        if vi is None:
+            vi = vindex[key] = len(values)
+            kind = v.kind
+            values.append(PlanValue(vi, v.name, v.dtype, v.shape, kind, producer, is_input, False,
+                                    is_const, value_nbytes(v.dtype, v.shape) if kind == "tensor" else 0))
+        return vi
 
     inputs = [add_value(v, is_input=True) for v in graph.inputs]
     for v in graph.initializers.values():
@@ -34,29 +36,26 @@ def build_plan(graph: Graph, num_streams: int, custom_streams: list[int] | None 
     nodes: list[PlanNode] = []
     nindex = {id(n): i for i, n in enumerate(order)}
     streams: list[list[Step]] = [[] for _ in range(max(num_streams, 1))]
+    count = len(streams)
+    vget = vindex.get
     for i, n in enumerate(order):
-        if n.stream_id < 0 or n.stream_id >= len(streams):
-            raise PlanError(f"node {n.name!r} ({n.op_type}) has stream {n.stream_id}, "
-                            f"outside 0..{len(streams) - 1}")
-        outs = [add_value(o, producer=i) for o in n.outputs]
-        ins = []
-        for v in n.inputs:
-            if v is None:
-                ins.append(-1)
-                continue
-            vi = vindex.get(id(v))
-            if vi is None:
-                raise PlanError(f"node {n.name!r} reads {v.name!r}, which is not defined before it")
-            ins.append(vi)
+        sid = n.stream_id
+        if not 0 <= sid < count:
+            raise PlanError(f"node {n.name!r} ({n.op_type}) has stream {sid}, outside 0..{count - 1}")
+        outs = [add_value(o, i) for o in n._outputs]
+        ins = [-1 if v is None else vget(id(v)) for v in n._inputs]
+        if None in ins:
+            v = n._inputs[ins.index(None)]
+            raise PlanError(f"node {n.name!r} reads {v.name!r}, which is not defined before it")
         if n.attrs and holds_graph(n.attrs):
             for v in n.implicit_inputs():
                 if id(v) not in vindex:
                     raise PlanError(f"node {n.name!r}: subgraph reads {v.name!r}, which is not defined before it")
                 ins.append(vindex[id(v)])
-        nodes.append(PlanNode(index=i, name=n.name, op_type=n.op_type, stream=n.stream_id,
-                              inputs=ins, outputs=outs, engine=n.engine or "compute",
-                              control_preds=[nindex[id(p)] for p in n.control_preds if id(p) in nindex]))
-        streams[n.stream_id].append(Step(LAUNCH, i))
+        cps = n._control_preds
+        nodes.append(PlanNode(i, n.name, n.op_type, sid, ins, outs, n.engine or "compute",
+                              [nindex[id(p)] for p in cps if id(p) in nindex] if cps else []))
+        streams[sid].append(Step(LAUNCH, i))
     outputs = []
     for v in graph.outputs:
         if id(v) not in vindex:

@@ -16,7 +16,8 @@ import pyge
 from pyge.analysis.happens_before import HappensBefore
 from pyge.errors import VerificationError
 from pyge.passes.memory import planner as memory_mod
-from pyge.passes.memory.planner import _release_points, value_readers
+from pyge.passes.memory.planner import value_readers
+from pyge.passes.memory.release import release_points as _release_points
 from pyge.passes.verify.checks import verify_plan
 from pyge.testing import light_path
 

@@ -125,6 +125,32 @@ class StreamPassContext:
             node._node.stream_id = sid
         return GRAPH_SUCCESS
 
+    def _set_stream_ids(self, nodes: list, stream_id: int) -> GraphStatus:
+        """set_stream_id(wrapper of n, stream_id) for each direct node n of the graph (the
+        built-in DAG pass places every node so): the id and the call checked once, then
+        each node's membership; a node of another graph goes through set_stream_id, which
+        refuses it by name."""
+        with self._lock:
+            if self._closed or isinstance(stream_id, bool) or not isinstance(stream_id, int) \
+                    or not 0 <= stream_id <= self._book.max_id:
+                ok = False
+            else:
+                ok = True
+                graph = self._graph
+                for n in nodes:
+                    if n.graph is graph:
+                        n.stream_id = stream_id
+                    else:
+                        ok = False
+                        break
+        if ok:
+            return GRAPH_SUCCESS
+        status = GRAPH_SUCCESS
+        for n in nodes:         # the general way, for its checks and messages
+            got = self.set_stream_id(ConstNode(n, None), stream_id)
+            status = got if got != GRAPH_SUCCESS else status
+        return status
+
     def allocate_next_stream_id(self) -> int:
         """A new stream id, one above the current maximum."""
         with self._lock:

@@ -57,7 +57,7 @@ class Snapshot:
 def _signature(n: Node) -> tuple:
     attrs = tuple((k, id(a), tuple(a) if isinstance(a, list) else None) for k, a in n.attrs.items())
     return (n.op_type, n.domain, tuple(map(id, n._inputs)), tuple(map(id, n._outputs)),
-            tuple(map(id, n.control_preds)), attrs)
+            tuple(map(id, n._control_preds)), attrs)
 
 
 def snapshot(graph: Graph) -> Snapshot:
@@ -120,7 +120,7 @@ def _scope(g: Graph, outer: list[set[int]]) -> None:
         for i, v in enumerate(n._inputs):
             if v is not None and not any(id(v) in s for s in scopes):
                 raise BrokenGraph(f"node {n.name!r} ({n.op_type}) reads {_dangling(v, g)} as input {i}")
-        for p in n.control_preds:
+        for p in n._control_preds:
             if id(p) not in members:
                 raise BrokenGraph(f"node {n.name!r} ({n.op_type}) has a control edge from node "
                                   f"{p.name!r}, which is not a node of graph {g.name!r}")

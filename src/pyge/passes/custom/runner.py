@@ -74,15 +74,18 @@ def run_stream_passes(graph: Graph, options: Options | Mapping[str, Any] | None 
     ctx = StreamPassContext(graph, opts, book)
     view = ConstGraph(graph)
     timeout = float(opts["pyge.customPassTimeout"])
-    for name, fn, builtin in calls:
-        if on_stage is not None:
-            on_stage(f"{BEFORE_STAGE}{name}", graph)
-        try:
-            _call(name, fn, view, ctx, 0.0 if builtin else timeout)
-        finally:
+    try:
+        for name, fn, builtin in calls:
             if on_stage is not None:
-                on_stage(f"{AFTER_STAGE}{name}", graph)
-        result.passes.append(name)
+                on_stage(f"{BEFORE_STAGE}{name}", graph)
+            try:
+                _call(name, fn, view, ctx, 0.0 if builtin else timeout)
+            finally:
+                if on_stage is not None:
+                    on_stage(f"{AFTER_STAGE}{name}", graph)
+            result.passes.append(name)
+    finally:
+        view._forget()      # its wrappers and it reference each other: no cycle left behind
     builtin_names = {name for name, _, b in calls if b}
     result.max_stream_id = book.max_id
     result.custom_ids = [sid for sid, who in book.allocated if who not in builtin_names]

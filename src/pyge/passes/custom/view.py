@@ -3,8 +3,9 @@
 A pass may look at everything about the graph it was handed but change nothing except
 stream ids, and those only through its StreamPassContext. The wrappers therefore expose
 copies (attribute arrays are read-only copies, lists are tuples, subgraphs appear by name)
-and have no setters. Wrappers are cached per view, so `graph.get_direct_nodes()` returns
-the same objects every time and they can be used as dict keys.
+and have no setters. Wrappers are cached per view while the passes run, so
+`graph.get_direct_nodes()` returns the same objects every time; wrappers of one node are
+equal and hash alike, so they can be used as dict keys.
 """
 from __future__ import annotations
 
@@ -105,7 +106,7 @@ class ConstNode:
 
     @property
     def control_predecessors(self) -> list["ConstNode"]:
-        return [self._view._wrap(p) for p in self._node.control_preds]
+        return [self._view._wrap(p) for p in self._node._control_preds]
 
     @property
     def attrs(self) -> Mapping[str, Any]:
@@ -152,6 +153,13 @@ class ConstGraph:
         if w is None or w._node is not node:
             w = self._nodes[id(node)] = ConstNode(node, self)
         return w
+
+    def _forget(self) -> None:
+        """Drop the cached wrappers once the passes have returned. Each wrapper references
+        the view, so the cache makes a reference cycle of one object per node, which only
+        the cyclic GC would free; a view kept past its call makes new wrappers (equal to
+        the old ones, as wrappers of one node are)."""
+        self._nodes.clear()
 
     name = property(lambda self: self._graph.name)
 

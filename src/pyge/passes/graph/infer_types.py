@@ -83,7 +83,13 @@ def _copy_back(graph: Graph, inferred: onnx.ModelProto) -> int:
             vi = infos.get(o.name)
             if vi is not None and (o.dtype is None or o.shape is None):
                 before = (o.dtype, o.shape)
-                _read_type_cached(o, vi.type, reads)
+                tp = vi.type
+                got = reads.get(tp.SerializeToString())     # _read_type_cached's hit, inline
+                if got:
+                    for f, x in got:
+                        setattr(o, f, x)
+                else:
+                    _read_type_cached(o, tp, reads)
                 changed += (o.dtype, o.shape) != before
     return changed
 

@@ -132,18 +132,35 @@ def pack_blocks(items: list[Item], hb: HappensBefore, edges: list | None = None,
     free = FreeBlocks()
     top = 0
     all_before = hb.all_before
+    clock, stream_of = hb.clock, hb.stream_of
+    sizes, bucket = free.sizes, free.bucket
     for p in hb.order:
         if edges is not None:
             hb.refresh(p)                   # a predecessor may have gained a memory event
         for it in by_prod.get(p, ()):
             need = it.need
+            # free.fitting(need, SCAN) and hb.all_before(b.front, p), inline (the loop runs
+            # for every planned value): the first of up to SCAN blocks whose frontier
+            # happens-before p, strictly (on p's own stream, before p's ordinal).
             chosen, passed = None, []
-            for b in free.fitting(need, SCAN):
-                if all_before(b.front, p):
-                    chosen = b
+            cp, sp = clock[p], stream_of[p]     # per item: an ordered block may renew clock[p]
+            i, count = bisect_left(sizes, need), len(sizes)
+            while i < count:
+                for b in bucket[sizes[i]]:
+                    for s, o in b.front:
+                        if o > cp[s] or (s == sp and o == cp[s]):
+                            break
+                    else:
+                        chosen = b
+                        break
+                    passed.append(b)
+                    if len(passed) >= SCAN:
+                        break
+                if chosen is not None or len(passed) >= SCAN:
                     break
-                passed.append(b)
-            free.rotate(passed)
+                i += 1
+            if passed:
+                free.rotate(passed)
             if chosen is not None:
                 it.offset = free.take(chosen, need)
                 continue

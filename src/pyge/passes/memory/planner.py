@@ -51,8 +51,6 @@ from __future__ import annotations
 
 import gc
 import logging
-from bisect import bisect_left, bisect_right
-
 from ...analysis.happens_before import HappensBefore
 from ...errors import PlanError
 from ...options import parse_options
@@ -63,6 +61,7 @@ from .blocks import pack_blocks
 from .events import add_memory_events, strip_memory_events
 from .minimal import needed_edges
 from .pack import BY_SIZE_LIMIT, Item, live_lower_bound, make_items, pack_by_size, pack_no_reuse
+from .release import release_points
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +118,7 @@ def _plan_memory(plan: Plan, options) -> MemoryPlan:
             peak, added, hb = _maybe_order(plan, hb, items, readers, peak, cap)
     # The items' frontiers and last uses are the release points' too, while hb is theirs.
     known = {it.vi: (it.front, it.last) for it in items} if hb is items_hb else {}
-    _release_points(plan, hb, readers, known)
+    release_points(plan, hb, readers, known)
     mem = MemoryPlan(buffers=_buffers(plan, items), peak_bytes=peak, no_reuse_bytes=no_reuse)
     plan.memory = mem
     plan.meta["memory_events"] = added
@@ -219,61 +218,3 @@ def _buffers(plan: Plan, items: list[Item]) -> list[Buffer]:
         b.size = max(b.size, it.size)
         plan.values[it.vi].buffer = b.index
     return buffers
-
-
-# -- release points ----------------------------------------------------------------------
-
-def _release_points(plan: Plan, hb: HappensBefore, readers: list[list[int]],
-                    known: dict[int, tuple] | None = None) -> None:
-    """Each value's release point; `known`: value -> (frontier, last use) already computed
-    against `hb` (make_items's), which are not computed again."""
-    for n in plan.nodes:
-        n.free_after = []
-    chain_pos = [[hb.position[v] for v in chain] for chain in hb.chains]
-    cols = _chain_clocks(hb)
-    pos, known = hb.position, known or {}
-    for v in plan.values:
-        if v.producer < 0 or v.is_output or v.is_input or v.is_const:
-            continue
-        got = known.get(v.index)
-        if got is None:
-            uses = readers[v.index] + [v.producer]
-            got = hb.frontier(uses), max(uses, key=pos.__getitem__)
-        m = _release_node(hb, chain_pos, cols, *got)
-        if m >= 0:
-            plan.nodes[m].free_after.append(v.index)
-        # else: readers on streams that never join again; the value lives to the end of the run
-
-
-def _chain_clocks(hb: HappensBefore) -> list[list[list[int]]]:
-    """cols[s][t][k]: the stream-t entry of the clock of stream s's k-th launch. Along one
-    stream every entry only grows (a launch's clock covers its stream predecessor's), so
-    each column is sorted and can be bisected."""
-    clock = hb.clock
-    return [[list(c) for c in zip(*(clock[v] for v in chain))] if chain else []
-            for chain in hb.chains]
-
-
-def _release_node(hb: HappensBefore, chain_pos: list[list[int]], cols: list[list[list[int]]],
-                  front, last: int) -> int:
-    """The earliest node (in hb.order) at or after which every use of the value has finished:
-    `front` is the frontier of its uses (producer and readers), `last` the latest in hb.order."""
-    pos = hb.position
-    if hb.all_before_or_at(front, last):     # usual case: one use follows all the others
-        return last
-    # Uses on several streams: the first node that every one of them happens-before
-    # (typically the consumer after a join). On one stream, the first launch after `last`
-    # whose clock covers each (stream, ordinal) of the frontier is, per entry, a bisection
-    # of that stream's sorted clock column; the latest of those covers them all. Keep the
-    # earliest hit over the streams; nothing earlier is safe to release at.
-    best, best_pos = -1, len(pos)
-    after = pos[last]
-    for chain, cpos, col in zip(hb.chains, chain_pos, cols):
-        if not chain:
-            continue
-        k = bisect_right(cpos, after)
-        for s, o in front:
-            k = bisect_left(col[s], o, k)
-        if k < len(chain) and cpos[k] < best_pos:
-            best, best_pos = chain[k], cpos[k]
-    return best

@@ -76,7 +76,7 @@ def build_submodel(source: Graph, nodes: list[Node], name: str) -> tuple[Graph, 
     for n in nodes:
         copies[id(n)] = g.add_node(_copy_node(n, vmap))
     for n in nodes:
-        copies[id(n)].control_preds = [copies[id(p)] for p in n.control_preds if id(p) in inside]
+        copies[id(n)].control_preds = [copies[id(p)] for p in n._control_preds if id(p) in inside]
     returned = {id(v) for v in source.outputs}
     crossing_out: list[Value] = []
     for n in nodes:
@@ -144,7 +144,7 @@ class RootBuilder:
         """Control edges between parts, the model's outputs, and a topological order."""
         for n in self.source.nodes:
             mine = self.node_of[id(n)]
-            for p in n.control_preds:
+            for p in n._control_preds:
                 theirs = self.node_of.get(id(p))
                 if theirs is not None and theirs is not mine and theirs not in mine.control_preds:
                     mine.control_preds.append(theirs)

@@ -50,11 +50,11 @@ def value_reason(v: Value | None) -> str | None:
 def _read(graph: Graph) -> set[int]:
     """Ids of the values some node of `graph` reads (explicitly or inside a body), plus its outputs."""
     out = {id(v) for v in graph.outputs}
-    for n in graph.nodes:
+    for n in graph._nodes:
         if n.attrs and holds_graph(n.attrs):
             out.update(id(v) for v in n.all_inputs())
         else:                            # no body: its explicit inputs are all it reads
-            out.update([id(v) for v in n.inputs if v is not None])
+            out.update([id(v) for v in n._inputs if v is not None])
     return out
 
 
@@ -63,21 +63,22 @@ def node_reason(node: Node, device: str, read: set[int]) -> str | None:
     op = node.op_type
     if not node.domain and op in DATA_DEPENDENT_OPS:
         return f"{op} has a data-dependent output shape"
-    if not node.domain and op == "TopK" and len(node.inputs) > 1 and node.inputs[1] is not None \
-            and node.inputs[1].const is None:
+    ins = node._inputs
+    if not node.domain and op == "TopK" and len(ins) > 1 and ins[1] is not None \
+            and ins[1].const is None:
         return "TopK takes k as a tensor computed at run time"
     on_cuda = str(device).startswith("cuda")
     if on_cuda and not node.domain and op in HOST_OPS:
         return f"{op} runs on the host on {device}"
     has_body = bool(node.attrs) and holds_graph(node.attrs)
     # (without a body, the explicit inputs in order: the first culprit is all_inputs' first)
-    for v in node.all_inputs() if has_body else [v for v in node.inputs if v is not None]:
+    for v in node.all_inputs() if has_body else [v for v in ins if v is not None]:
         why = value_reason(v)
         if why is not None:
             return f"input {why}"
         if on_cuda and v.dtype == "object":
             return f"input {v.name!r} is a string tensor (host only)"
-    for v in node.outputs:
+    for v in node._outputs:
         if id(v) not in read:
             continue
         why = value_reason(v)
@@ -105,7 +106,7 @@ def unknown_nodes(graph: Graph, device: str) -> dict[int, str]:
     """id(node) -> why it is unknown, for the unknown nodes among `graph`'s direct nodes."""
     read = _read(graph)
     out: dict[int, str] = {}
-    for n in graph.nodes:
+    for n in graph._nodes:
         why = node_reason(n, device, read)
         if why is not None:
             out[id(n)] = why

@@ -64,7 +64,7 @@ def allocate_streams(graph: Graph, options: Options | Mapping[str, Any] | None =
 
 def allocate_graph(g: Graph, ctx: StreamContext, per_node: bool = False) -> list[Cluster]:
     """Run the rule chain on one graph's direct nodes; returns its clusters."""
-    topo = Topo(g)
+    topo = Topo.of(g)
     clusters = build_clusters(g, merge=not per_node, topo=topo)
     assign_by_label(clusters, ctx)
     assign_independent(clusters, ctx)

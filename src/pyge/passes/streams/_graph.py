@@ -5,6 +5,7 @@ from ...ir.graph import Graph, Node
 from ...ir.order import predecessor_positions
 from ..graph.engines import SKIP, kind_of
 
+_TOPO = "streams.topo"
 LABEL_ATTR = "_stream_label"
 USER_LABEL_ATTR = "_user_stream_label"   # overrides _stream_label, as in GE
 
@@ -65,9 +66,26 @@ class EffectivePreds:
 
 class Topo:
     """One topological order of a graph's direct nodes, with integer adjacency: built once
-    and shared by the rules of one chain (none of them reorders the graph)."""
+    and shared by the rules of one chain and the DAG stream pass, which read it and change
+    no edge (the lists are not to be modified)."""
 
     __slots__ = ("order", "pos", "preds", "succs")
+
+    @classmethod
+    def of(cls, graph: Graph) -> "Topo":
+        """The graph's Topo, built again only when an edit has moved its version since the
+        last one (the built-in allocation and the DAG pass both walk the same graph)."""
+        hit = graph._derived.get(_TOPO)
+        if hit is not None and hit[0] == graph._version:
+            return hit[1]
+        topo = cls(graph)
+        graph._derived[_TOPO] = (graph._version, topo)
+        return topo
+
+    @staticmethod
+    def forget(graph: Graph) -> None:
+        """Drop the kept Topo (once the stream passes are done with the graph)."""
+        graph._derived.pop(_TOPO, None)
 
     def __init__(self, graph: Graph):
         self.order = order = graph.topological_sort()

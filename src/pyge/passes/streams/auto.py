@@ -85,9 +85,9 @@ def assign_dag(view, strategy: str, limit: int, ctx, costs: dict[str, float] | N
     labels = list(dict.fromkeys(label_of(n) for n in dag.serial))
     for _ in range(used + len(labels)):
         ctx.allocate_next_stream_id()
-    for u, k in zip(units, physical):
-        for i in u.nodes:
-            ctx.set_stream_id(wrap(dag.nodes[i]), base + k)
+    nodes = dag.nodes
+    for u, k in zip(units, physical):     # ctx.set_stream_id per node, a unit at a time
+        ctx._set_stream_ids([nodes[i] for i in u.nodes], base + k)
     slot = {lab: base + used + j for j, lab in enumerate(labels)}
     for n in dag.serial:
         ctx.set_stream_id(wrap(n), slot[label_of(n)])

@@ -109,6 +109,9 @@ def _mark(preds: list[list[int]], keys: list, users: list) -> list[int]:
             return True
         if key[p] is None or key[p] != key[c]:
             return False
+        ic, op = ins[c], outs[p]
+        if (len(ic) == 1 and p in ic) or (len(op) == 1 and c in op):
+            return True                     # the edge p -> c is all that enters c or leaves p
         outs[p].discard(c)
         ins[c].discard(p)
         found = second_path(p, c, upper)
@@ -120,16 +123,19 @@ def _mark(preds: list[list[int]], keys: list, users: list) -> list[int]:
         small, big = (p, c) if p < c else (c, p)
         outs[p].discard(c)
         ins[c].discard(p)
-        ins[small] |= ins[big]
-        outs[small] |= outs[big]
-        for x in ins[big]:
-            outs[x].discard(big)
-            outs[x].add(small)
-        for x in outs[big]:
-            ins[x].discard(big)
-            ins[x].add(small)
-        ins[small].discard(small)
-        outs[small].discard(small)
+        in_small, out_small, in_big, out_big = ins[small], outs[small], ins[big], outs[big]
+        in_small |= in_big
+        out_small |= out_big
+        for x in in_big:
+            o = outs[x]
+            o.discard(big)
+            o.add(small)
+        for x in out_big:
+            i = ins[x]
+            i.discard(big)
+            i.add(small)
+        in_small.discard(small)
+        out_small.discard(small)
         ins[big], outs[big] = set(), set()
         uf[big] = small
         return small

@@ -42,7 +42,7 @@ class ResidualDag:
 
 def residual_dag(graph: Graph) -> ResidualDag:
     """The residual DAG of `graph`'s direct nodes."""
-    topo = Topo(graph)
+    topo = Topo.of(graph)
     order, succ_all = topo.order, topo.succs
     kept = [label_of(n) is None and not is_transparent(n) for n in order]
     index = {}

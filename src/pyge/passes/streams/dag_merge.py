@@ -51,15 +51,18 @@ def load_balance(units: list[Unit], limit: int) -> list[int]:
     loads: list[dict[int, int]] = []
     sizes: list[int] = []
     order = by_earliest_level(units, key=lambda u: (-u.size, -u.interaction, -u.peak, u.earliest, u.index))
+    zeros = (0,) * WINDOW
     for level, group in order:
+        ahead = range(level, level + WINDOW)
         for u in group:
             active = len(loads)
-            window = [_window(load, level) for load in loads]
+            window = [sum(map(load.get, ahead, zeros)) for load in loads]      # _window
             adj = adjacent_weights(u, assignment)
+            placed = sum(adj.values())      # so event_local(u, s, assignment) = placed - adj[s]
             cands = sorted(adj, key=lambda s: (-adj[s], sizes[s], s))
             cands += sorted(range(active), key=lambda s: (window[s], sizes[s], s))[:LIGHT]
             cands = dedupe(cands, active, limit, CANDIDATES, True)
-            mass = u.window_mass(level)
+            mass = sum(map(u.hist.get, ahead, zeros))                           # window_mass
             base_sum = sum(window)
             base_sq = sum(w * w for w in window)
             base_peak = max(window, default=0)
@@ -73,7 +76,7 @@ def load_balance(units: list[Unit], limit: int) -> list[int]:
                 var = (base_sq - old * old + new * new) / n - mean * mean
                 balance = max(base_peak, new) + var
                 total_load = (0 if opens else sizes[s]) + u.size
-                ev = event_local(u, s, assignment)
+                ev = placed - adj.get(s, 0)
                 total = 3.0 * ev + 4.0 * balance + total_load + 2.0 * opens
                 return round(total, 9), ev, round(balance, 9), total_load, s
             _apply(u, min(cands, key=score), assignment, loads, sizes)

@@ -79,14 +79,13 @@ def add_events(plan: Plan, pairs) -> int:
     records: dict[int, list[int]] = {}
     waits: dict[int, list[int]] = {}
     added = 0
+    events, nodes = plan.events, plan.nodes
     for src, dst, reason in pairs:
-        s, d = plan.nodes[src], plan.nodes[dst]
-        e = Event(index=len(plan.events), event_id=len(plan.events), src=s.name, dst=d.name,
-                  src_stream=s.stream, dst_stream=d.stream, src_node=src, dst_node=dst,
-                  reason=reason)
-        plan.events.append(e)
-        records.setdefault(src, []).append(e.index)
-        waits.setdefault(dst, []).append(e.index)
+        s, d = nodes[src], nodes[dst]
+        k = len(events)
+        events.append(Event(k, k, s.name, d.name, s.stream, d.stream, src, dst, reason))
+        records.setdefault(src, []).append(k)
+        waits.setdefault(dst, []).append(k)
         added += 1
     for s, steps in enumerate(plan.streams):
         if not any(st.kind == LAUNCH and (st.arg in records or st.arg in waits) for st in steps):
@@ -94,9 +93,13 @@ def add_events(plan: Plan, pairs) -> int:
         new: list[Step] = []
         for st in steps:
             if st.kind == LAUNCH:
-                new.extend(Step(WAIT, k) for k in waits.get(st.arg, ()))
+                ks = waits.get(st.arg)
+                if ks:
+                    new.extend([Step(WAIT, k) for k in ks])
                 new.append(st)
-                new.extend(Step(RECORD, k) for k in records.get(st.arg, ()))
+                ks = records.get(st.arg)
+                if ks:
+                    new.extend([Step(RECORD, k) for k in ks])
             else:
                 new.append(st)
         plan.streams[s] = new

@@ -47,30 +47,32 @@ class PlanClocks:
         blocked: dict[int, list[int]] = {}
         ready = deque(range(ns))
         launched = 0
+        clock, stream, pos, rank = self.clock, self.stream, self.pos, self.rank
         while ready:
             s = ready.popleft()
             steps = plan.streams[s]
-            while at[s] < len(steps):
-                st, i = steps[at[s]], at[s]
-                if st.kind == WAIT:
-                    rc = record_clock[st.arg]
+            i, end, c = at[s], len(steps), cur[s]    # (the stream's position and clock, local)
+            while i < end:
+                st = steps[i]
+                kind, arg = st.kind, st.arg
+                if kind == LAUNCH:
+                    c = c[:]
+                    c[s] = i
+                    clock[arg], stream[arg], pos[arg], rank[arg] = c, s, i, launched
+                    launched += 1
+                elif kind == WAIT:
+                    rc = record_clock[arg]
                     if rc is None:                      # its RECORD has not run yet
-                        blocked.setdefault(st.arg, []).append(s)
+                        blocked.setdefault(arg, []).append(s)
                         break
                     # A new list, never an in-place update: clocks are shared by snapshots.
-                    cur[s] = list(map(max, cur[s], rc))
-                elif st.kind == LAUNCH:
-                    c = cur[s][:]
-                    c[s] = i
-                    cur[s] = c
-                    self.clock[st.arg], self.stream[st.arg], self.pos[st.arg] = c, s, i
-                    self.rank[st.arg] = launched
-                    launched += 1
-                elif st.kind == RECORD:
-                    record_clock[st.arg] = cur[s]
-                    self.record_pos[st.arg] = (s, i)
-                    ready.extend(blocked.pop(st.arg, ()))
-                at[s] += 1
+                    c = list(map(max, c, rc))
+                elif kind == RECORD:
+                    record_clock[arg] = c
+                    self.record_pos[arg] = (s, i)
+                    ready.extend(blocked.pop(arg, ()))
+                i += 1
+            at[s], cur[s] = i, c
         if blocked:
             e = min(blocked, key=lambda k: min(blocked[k]))
             s = min(blocked[e])

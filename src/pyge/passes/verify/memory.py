@@ -96,14 +96,19 @@ def check_overlaps(plan: Plan, clocks: PlanClocks, readers: list[list[int]]) -> 
         return (f"overlapping arena bytes, {va.name!r} [{sa}, {sa + va.nbytes}) in buffer "
                 f"{va.buffer} -> {vb.name!r} [{sb}, {sb + vb.nbytes}) in buffer {vb.buffer}")
 
-    all_before = clocks.all_before
+    clock, stream, pos = clocks.clock, clocks.stream, clocks.pos
 
     def check(ka: int, kb: int) -> None:
         a, b = ka % m, kb % m
         va, pb = values[a], values[b].producer      # _check_handover's usual case, inline
-        if pb >= 0 and not va.is_output and va.producer != pb and \
-                all_before(va.producer, readers[a], pb):
-            return
+        if pb >= 0 and not va.is_output:            # (clocks.all_before inline too)
+            u, cv = va.producer, clock[pb]
+            if u != pb and (u < 0 or cv[stream[u]] >= pos[u]):
+                for r in readers[a]:
+                    if r != pb and cv[stream[r]] < pos[r]:
+                        break
+                else:
+                    return
         _check_handover(plan, clocks, readers, where, a, b)
 
     active: list[int] = []     # values covering the current offset, by place
@@ -161,14 +166,21 @@ def check_releases(plan: Plan, clocks: PlanClocks, readers: list[list[int]] | No
     if not any(node.free_after for node in plan.nodes):
         return
     readers = readers if readers is not None else value_readers(plan)
+    values, clock, stream, pos = plan.values, clocks.clock, clocks.stream, clocks.pos
     for x, node in enumerate(plan.nodes):
+        if not node.free_after:
+            continue
+        cx = clock[x]
         for vi in node.free_after:
-            pv = plan.values[vi]
+            pv = values[vi]
             if pv.is_output:
                 raise VerificationError(f"graph output {pv.name!r} is released after "
                                         f"{clocks.where(x)}")
             users = ([pv.producer] if pv.producer >= 0 else []) + readers[vi]
-            if clocks.all_before(-1, users, x):
+            for r in users:                      # clocks.all_before(-1, users, x), inline
+                if r != x and cx[stream[r]] < pos[r]:
+                    break
+            else:
                 continue                         # every use is before or at x: the usual case
             for r in users:
                 if not clocks.before_or_same(r, x):
