@@ -276,6 +276,7 @@ class Graph(GraphBase):
         """Refuse every later edit through the editing methods, here and in every subgraph
         (`by` says who sealed it, for the message). For a graph handed to code that must no
         longer change it: the compiler seals what a custom graph pass returned."""
+        self._derived.pop("all_graphs", None)   # a subgraph put into attrs by hand counts too
         for g in self.all_graphs():
             g._sealed = by
 

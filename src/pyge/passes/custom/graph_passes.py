@@ -134,6 +134,9 @@ def _adopt(st: CompileState, stage: CustomPassStage, name: str, handover: Handov
            snap: graph_check.Snapshot, redo: Sequence[Redo]):
     """The checked copy of the (sealed) graph pass `name` returned (see the module doc)."""
     returned = handover.graph
+    # a pass may have edited by plain assignment (a subgraph put into node.attrs), which
+    # moves no version: nothing derived from the structure is trusted for the checks
+    returned.invalidate()
     try:
         graph_check.structure_problem(returned, snap)
         changed = graph_check.changed_nodes(returned, snap)
