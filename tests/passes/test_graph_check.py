@@ -185,66 +185,61 @@ def test_an_unused_new_node_is_fine_and_a_good_rewrite_passes_every_check():
     assert m.graph.node("leaky").outputs[0].shape == (2, 3)      # typed again
 
 
+def _if_graph():
+    """x -> Sigmoid pre; If(cond): then = Relu(pre), else = Neg(pre)."""
+    b = pyge.GraphBuilder("root")
+    cond = b.input("cond", "bool", ())
+    x = b.input("x", "float32", (4,))
+    pre = b.op("Sigmoid", [x], name="pre")
+    then_b = pyge.GraphBuilder("then_body")
+    then_b.graph.outputs.append(then_b.op("Relu", [pre], name="t_relu"))
+    else_b = pyge.GraphBuilder("else_body")
+    else_b.graph.outputs.append(else_b.op("Neg", [pre], name="e_neg"))
+    b.graph.outputs.append(b.op("If", [cond], name="if", then_branch=then_b.graph,
+                                else_branch=else_b.graph))
+    return b.build()
+
+
+def _hand_assigned_branch(node, build):
+    """Replace `node`'s then-branch by plain assignment (no version moves) with a graph
+    `build(nb, pre)` fills, where `pre` is the outer value the old branch read."""
+    pre = node.attrs["then_branch"].node("t_relu").inputs[0]
+    nb = pyge.GraphBuilder("then_body")
+    build(nb, pre)
+    nb.graph.parent = node
+    node.attrs["then_branch"] = nb.graph
+    return nb.graph
+
+
 def test_a_cycle_in_a_subgraph_put_into_attrs_by_plain_assignment():
     """The pass asks for all_graphs() (cached by the graph's version), then replaces a branch
     by assigning to node.attrs, which moves no version: the check still finds the new
     branch's cycle and names the pass."""
-    b = pyge.GraphBuilder("root")
-    cond = b.input("cond", "bool", ())
-    x = b.input("x", "float32", (4,))
-    pre = b.op("Sigmoid", [x], name="pre")
-    then_b = pyge.GraphBuilder("then_body")
-    then_b.graph.outputs.append(then_b.op("Relu", [pre], name="t_relu"))
-    else_b = pyge.GraphBuilder("else_body")
-    else_b.graph.outputs.append(else_b.op("Neg", [pre], name="e_neg"))
-    b.graph.outputs.append(b.op("If", [cond], name="if", then_branch=then_b.graph,
-                                else_branch=else_b.graph))
-    g = b.build()
+    def cyclic(nb, pre):
+        out = nb.op("Abs", [nb.op("Relu", [pre], name="c_relu")], name="c_abs")
+        nb.graph.node("c_relu").set_input(0, out)
+        nb.graph.outputs.append(out)
 
     def fn(graph, ctx):
         graph.all_graphs()
-        node = graph.node("if")
-        outer = node.attrs["then_branch"].node("t_relu").inputs[0]
-        nb = pyge.GraphBuilder("then_body")
-        abs_out = nb.op("Abs", [nb.op("Relu", [outer], name="c_relu")], name="c_abs")
-        nb.graph.node("c_relu").set_input(0, abs_out)
-        nb.graph.outputs.append(abs_out)
-        nb.graph.parent = node
-        node.attrs["then_branch"] = nb.graph
+        _hand_assigned_branch(graph.node("if"), cyclic)
         return GRAPH_SUCCESS
     pyge.register_custom_pass("Breaker").custom_pass_fn(fn).stage(CustomPassStage.AFTER_INFER_SHAPE)
     with pytest.raises(pyge.CustomPassError, match=r"custom graph pass 'Breaker' .* left a broken "
                        r"graph: the graph has a cycle: .*'c_relu' \(Relu\)"):
-        pyge.compile(g)
+        pyge.compile(_if_graph())
 
 
 def test_a_subgraph_put_into_attrs_by_plain_assignment_is_sealed_too():
     """The graph a pass returns is sealed whole, a branch assigned by hand included."""
-    b = pyge.GraphBuilder("root")
-    cond = b.input("cond", "bool", ())
-    x = b.input("x", "float32", (4,))
-    pre = b.op("Sigmoid", [x], name="pre")
-    then_b = pyge.GraphBuilder("then_body")
-    then_b.graph.outputs.append(then_b.op("Relu", [pre], name="t_relu"))
-    else_b = pyge.GraphBuilder("else_body")
-    else_b.graph.outputs.append(else_b.op("Neg", [pre], name="e_neg"))
-    b.graph.outputs.append(b.op("If", [cond], name="if", then_branch=then_b.graph,
-                                else_branch=else_b.graph))
     kept = []
 
     def fn(graph, ctx):
         graph.all_graphs()
-        node = graph.node("if")
-        nb = pyge.GraphBuilder("then_body")
-        nb.graph.outputs.append(nb.op("Abs", [pre_of(node)], name="c_abs"))
-        nb.graph.parent = node
-        node.attrs["then_branch"] = nb.graph
-        kept.append(nb.graph)
+        kept.append(_hand_assigned_branch(
+            graph.node("if"), lambda nb, pre: nb.graph.outputs.append(nb.op("Abs", [pre], name="c_abs"))))
         return GRAPH_SUCCESS
-
-    def pre_of(node):
-        return node.attrs["then_branch"].node("t_relu").inputs[0]
     pyge.register_custom_pass("Swapper").custom_pass_fn(fn).stage(CustomPassStage.AFTER_INFER_SHAPE)
-    pyge.compile(b.build())
+    pyge.compile(_if_graph())
     with pytest.raises(pyge.GraphError, match="Swapper"):
         kept[0].node("c_abs").set_input(0, kept[0].node("c_abs").outputs[0])
