@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -40,7 +39,7 @@ import onnx
 import torch
 import torch.nn.functional as F
 
-from light import child_env, model_path
+from light import child_env, model_path, timed_calls
 
 try:
     import pyge  # noqa: F401  (sets the OpenMP wait policy, as in a pyge run)
@@ -154,19 +153,6 @@ def _forms(c: dict) -> dict:
     return forms
 
 
-def _timed(fns: dict, calls: int, tick) -> dict:
-    for f in fns.values():
-        for _ in range(5):
-            f()
-    times = {k: [] for k in fns}
-    for _ in range(calls):
-        for k, f in fns.items():
-            t0 = tick()
-            f()
-            times[k].append(tick() - t0)
-    return {k: statistics.median(v) * 1e6 for k, v in times.items()}
-
-
 def _ort(cases: list[dict], calls: int, threads: int, clock: str) -> list[float] | None:
     try:
         import onnxruntime  # noqa: F401
@@ -205,7 +191,7 @@ def main(argv=None) -> int:
              + "".join(f"{f + '/pyge':>15}" for f in forms[1:] + ["ort"])]
     sums = dict.fromkeys(forms + ["ort"], 0.0)
     for i, c in enumerate(cases):
-        t = _timed(_forms(c), a.calls, tick)
+        t = timed_calls(_forms(c), a.calls, tick)
         if ort_us is not None:
             t["ort"] = ort_us[i]
         name = (f"{c['model']} {'x'.join(map(str, c['x'][1:]))} w{'x'.join(map(str, c['w']))} "

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,7 +37,7 @@ import onnx
 import torch
 import torch.nn.functional as F
 
-from light import model_path
+from light import model_path, timed_calls
 
 try:
     import pyge  # noqa: F401  (sets the OpenMP wait policy, as in a pyge run)
@@ -169,19 +168,6 @@ def _check(forms: dict, skip=("two",)) -> None:
             raise SystemExit(f"{name} disagrees with {next(iter(forms))}")
 
 
-def _timed(forms: dict, calls: int, tick) -> dict:
-    for f in forms.values():
-        for _ in range(5):
-            f()
-    times = {k: [] for k in forms}
-    for _ in range(calls):
-        for k, f in forms.items():
-            t0 = tick()
-            f()
-            times[k].append(tick() - t0)
-    return {k: statistics.median(v) * 1e6 for k, v in times.items()}
-
-
 def _table(title: str, cases: list[tuple[str, dict]], calls: int, tick) -> list[str]:
     names = list(cases[0][1])
     lines = [title, f"{'case':<40}" + "".join(f"{f:>14}" for f in names)
@@ -189,7 +175,7 @@ def _table(title: str, cases: list[tuple[str, dict]], calls: int, tick) -> list[
     sums = dict.fromkeys(names, 0.0)
     for label, forms in cases:
         _check(forms)
-        t = _timed(forms, calls, tick)
+        t = timed_calls(forms, calls, tick)
         for f in names:
             sums[f] += t[f]
         lines.append(f"{label:<40}" + "".join(f"{t[f]:>14.1f}" for f in names)
