@@ -13,6 +13,8 @@ import pyge
 from pyge.kernels import nn_nms, nn_nms_classes, nn_nms_graph, nn_nms_sweep
 from pyge.testing import one_node_model
 
+from .nms_scenes import clustered_centres
+
 ort = pytest.importorskip("onnxruntime")
 
 _RUN: dict = {}
@@ -70,12 +72,7 @@ def _scene(rng, kind, b, n, center=0):
     """b batches of n boxes: clustered (20 jittered boxes per object) or uniform (spread);
     corners [y1, x1, y2, x2] in a random order, or [x_center, y_center, width, height]."""
     if kind == "clustered":
-        k = max(n // 20, 1)
-        c = rng.uniform(0, 60 * np.sqrt(k), (b, k, 2))
-        size = rng.uniform(20, 80, (b, k, 1))
-        pick = rng.integers(0, k, (b, n))
-        xy = np.take_along_axis(c, pick[..., None], 1) + rng.normal(0, 3, (b, n, 2))
-        wh = np.take_along_axis(size, pick[..., None], 1) * rng.uniform(0.8, 1.25, (b, n, 2))
+        xy, wh = clustered_centres(rng, b, n)
     else:
         xy = rng.uniform(0, 30 * np.sqrt(n), (b, n, 2))
         wh = rng.uniform(10, 60, (b, n, 2))

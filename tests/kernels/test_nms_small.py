@@ -11,6 +11,8 @@ import pyge
 from pyge.kernels import nn_nms, nn_nms_graph, nn_nms_sweep
 from pyge.testing import one_node_model
 
+from .nms_scenes import clustered_centres
+
 ort = pytest.importorskip("onnxruntime")
 
 
@@ -51,12 +53,7 @@ def _scene(rng, kind, b, n):
     """b batches of n boxes [y1, x1, y2, x2]: uniform (spread, most kept), dense (a fixed
     square, many overlaps), clustered (20 jittered boxes per object, most suppressed)."""
     if kind == "clustered":
-        k = max(n // 20, 1)
-        c = rng.uniform(0, 60 * np.sqrt(k), (b, k, 2))
-        size = rng.uniform(20, 80, (b, k, 1))
-        pick = rng.integers(0, k, (b, n))
-        xy = np.take_along_axis(c, pick[..., None], 1) + rng.normal(0, 3, (b, n, 2))
-        wh = np.take_along_axis(size, pick[..., None], 1) * rng.uniform(0.8, 1.25, (b, n, 2))
+        xy, wh = clustered_centres(rng, b, n)
         lo, hi = xy - wh / 2, xy + wh / 2
     else:
         side = 30 * np.sqrt(n) if kind == "uniform" else 300.0
