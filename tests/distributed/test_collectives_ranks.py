@@ -117,6 +117,9 @@ def test_pyge_run_under_torchrun(tmp_path):
                            "--log-dir", str(tmp_path / "logs"), "-m", "pyge", "run", str(model)],
                           capture_output=True, text=True, timeout=100, env=env)
     outs = {p.parent.name: p.read_text() for p in (tmp_path / "logs").glob("*/attempt_0/*/stdout.log")}
-    assert done.returncode == 0, done.stderr[-2000:] + "".join(outs.values())[-2000:]
+    # each rank's stderr too: a rank seen dying in teardown (SIGABRT after its output) says why there
+    errs = "".join(f"rank {p.parent.name} stderr:\n{p.read_text()[-1500:]}"
+                   for p in sorted((tmp_path / "logs").glob("*/attempt_0/*/stderr.log")))
+    assert done.returncode == 0, done.stderr[-2000:] + "".join(outs.values())[-2000:] + errs
     rows = [[line for line in outs[r].splitlines() if line.startswith("y ")] for r in ("0", "1")]
     assert len(rows[0]) == 1 and rows[0] == rows[1], outs      # two ranks, the same sums
