@@ -16,8 +16,10 @@ cost follows the overlapping pairs, and, where no group has more than SMALL_N ca
 sweep on x (nn_nms_sweep.py) with far fewer numpy calls but more pairs examined. Where the
 boxes are candidates in many classes each (a detector's export: 80 classes, a low score
 threshold), nn_nms_classes.py selects in all classes of a batch at once instead, over pairs
-found once per batch: its boxes are the same in every class. Data-dependent output: a
-HOST_OP.
+found once per batch: its boxes are the same in every class. Where one (batch, class)
+group alone has candidates, and few, nn_nms_dense.py selects instead, a head of the ranking
+at a time, with dense overlap tests and a greedy scan over bit rows; it hands back to the
+blocks where the boxes are mostly kept. Data-dependent output: a HOST_OP.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import torch
 
 from ._util import node_error, run_error
 from .nn_nms_classes import descending_keys, select_classes
+from .nn_nms_dense import select_group
 from .nn_nms_graph import greedy_keep, suppressing_pairs
 from .nn_nms_sweep import Line, sweep_pairs, x_sweep_pairs
 from .registry import register
@@ -51,6 +54,9 @@ CLASS_SHARE = 6
 CLASS_REACH = 4
 # Up to this many such boxes in a batch, its pairs come from a sweep on x alone.
 X_SWEEP_N = 160
+# Where one (batch, class) group alone has candidates, and at most this many boxes, heads
+# of its ranking select (nn_nms_dense.py), unless it declines.
+DENSE_N = 5000
 
 
 def _corners(b: np.ndarray, center: bool):
@@ -170,7 +176,54 @@ def select(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr, score_t
         shared = _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center)
         if shared is not None:
             return shared
+    if n <= DENSE_N:
+        g = _one_group(scores, score_thr)
+        if g is not None:
+            done = _dense(boxes, scores, g, max_out, iou_thr, score_thr, center)
+            if done is not None:
+                return done
     g_all, r_all, box_all, longest = _candidates(scores, score_thr)
+    return _select_blocks(boxes, nb, nc, n, g_all, r_all, box_all, longest, max_out, iou_thr,
+                          center)
+
+
+def _one_group(scores: np.ndarray, score_thr):
+    """The one (batch, class) group that has candidates, as batch * classes + class; None
+    where several have."""
+    nb, nc, n = scores.shape
+    if nb * nc == 1:
+        return 0
+    if score_thr is None:
+        return None
+    with np.errstate(invalid="ignore"):
+        has = (scores.reshape(nb * nc, n) > score_thr).any(1)
+    return int(has.argmax()) if np.count_nonzero(has) == 1 else None
+
+
+def _dense(boxes, scores, g, max_out, iou_thr, score_thr, center):
+    """select's result by nn_nms_dense for the one group g with candidates (the blocks
+    finishing what it hands back), or None where it declines."""
+    nb, nc, n = scores.shape
+    got = select_group(boxes[g // nc], scores[g // nc, g % nc], max_out, iou_thr, score_thr,
+                       center)
+    if got is None:
+        return None
+    kept, rest = got
+    if rest is not None:
+        more = _select_blocks(boxes, nb, nc, n, np.full(rest.size, g), np.arange(rest.size),
+                              rest, rest.size, max_out - kept.size, iou_thr, center)
+        kept = np.concatenate([kept, more[:, 2]])
+    out = np.empty((kept.size, 3), np.int64)
+    out[:, 0], out[:, 1], out[:, 2] = g // nc, g % nc, kept
+    return out
+
+
+def _select_blocks(boxes, nb, nc, n, g_all, r_all, box_all, longest, max_out, iou_thr,
+                   center):
+    """select by blocks of score rank over the candidates (group g_all, rank r_all within
+    it, box box_all), `longest` the most candidates a group has."""
+    if g_all.size == 0:
+        return np.zeros((0, 3), np.int64)
     small = longest <= SMALL_N
     bx = _Boxes(boxes, center, nb * nc, small)
     at_all = (g_all // nc) * n + box_all
