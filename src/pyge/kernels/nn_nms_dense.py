@@ -17,10 +17,10 @@ a time from those still undecided:
 
 Every kept box ranks before every undecided candidate, so each head's greedy selection is
 the whole greedy selection's, as onnxruntime's loop would make it. Where the candidates are
-mostly kept (few overlaps: boxes spread out), the kept-against-rest tests grow as the square
-of the candidates, and the blocks of nn_nms.py cost less: a first head with few overlapping
-pairs declines the path, and a head that keeps most of its candidates hands the undecided
-ones back to the caller.
+mostly kept (few overlaps: boxes spread out), each head decides little more than itself, the
+kept-against-rest tests grow as the square of the candidates, and the blocks of nn_nms.py
+cost less: a first head with few overlapping pairs declines the path, and a head whose kept
+boxes suppress fewer candidates than they number hands the undecided ones back.
 
 The dense test compares boxes quantised to int16 by a monotone map (floor of (x - origin) *
 scale, the upper corners plus one), so that two boxes that overlap in floats overlap in
@@ -38,10 +38,11 @@ from .nn_nms_classes import descending_keys
 
 # Candidates a head (at most 64: a head's bit rows are then 64-bit words).
 HEAD = 64
-# A first head with fewer pairs that may overlap than this share of its candidates declines
-# the path; a head that keeps more than KEEP_MOST of its candidates hands the rest back.
-FEW_PAIRS = 1.0
-KEEP_MOST = 0.75
+# A first head with fewer pairs that may overlap than FEW_PAIRS times its candidates
+# declines the path; a head whose kept boxes suppress fewer candidates (in the head and
+# after it) than FEW_OUT times their number hands the undecided ones back.
+FEW_PAIRS = 0.75
+FEW_OUT = 1.0
 
 _LEVELS = 30000                         # quantised coordinates: 0 .. _LEVELS
 _NEVER_LO, _NEVER_HI = 32767, -32768    # the lower / upper corners of boxes that take no part
@@ -194,6 +195,6 @@ def select_group(boxes: np.ndarray, scores: np.ndarray, max_out: int, thr, score
         at = rest[~out]
         if not at.size:
             break
-        if kh.size > KEEP_MOST * m:
+        if m - kh.size + rest.size - at.size < FEW_OUT * kh.size:
             return order.take(np.concatenate(kept)), order.take(at)
     return order.take(np.concatenate(kept)[:max_out]), None
