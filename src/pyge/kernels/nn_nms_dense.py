@@ -69,25 +69,40 @@ def _order(s: np.ndarray, score_thr) -> np.ndarray:
     return o
 
 
+def _corners(b: np.ndarray, center: bool, out: np.ndarray) -> np.ndarray:
+    """out[:4] = xmin, ymin, xmax, ymax of the boxes b [c, 4], computed as onnxruntime does:
+    corners [y1, x1, y2, x2] in either order, or [x_center, y_center, width, height]."""
+    if center:
+        wh, hh = b[:, 2] / 2, b[:, 3] / 2
+        np.subtract(b[:, 0], wh, out=out[0])
+        np.subtract(b[:, 1], hh, out=out[1])
+        np.add(b[:, 0], wh, out=out[2])
+        np.add(b[:, 1], hh, out=out[3])
+    else:
+        np.minimum(b[:, 1], b[:, 3], out=out[0])
+        np.minimum(b[:, 0], b[:, 2], out=out[1])
+        np.maximum(b[:, 1], b[:, 3], out=out[2])
+        np.maximum(b[:, 0], b[:, 2], out=out[3])
+    return out
+
+
+def _few_pairs(boxes: np.ndarray, head: np.ndarray, center: bool) -> bool:
+    """Whether the boxes `head` (about the first head) overlap in fewer than FEW_PAIRS pairs
+    a box: tested on their floats, before anything else is made for the path."""
+    R = _corners(boxes.take(head, 0), center, np.empty((4, head.size), boxes.dtype))
+    with np.errstate(invalid="ignore"):
+        o = _may_overlap(R, R)
+    o &= _UPPER[:head.size, :head.size]
+    return np.count_nonzero(o) < FEW_PAIRS * head.size
+
+
 def _boxes(boxes: np.ndarray, order: np.ndarray, center: bool):
     """C [5, c]: xmin, ymin, xmax, ymax and area of the candidates in rank order, computed as
     onnxruntime does; Q [4, c] the same corners quantised to int16 (the boxes that take part
     in no pair get corners that overlap nothing). None where no box takes part or the
     coordinates span more than floats hold."""
-    b = boxes.take(order, 0)
-    c = order.size
-    C = np.empty((5, c), boxes.dtype)
-    if center:
-        wh, hh = b[:, 2] / 2, b[:, 3] / 2
-        np.subtract(b[:, 0], wh, out=C[0])
-        np.subtract(b[:, 1], hh, out=C[1])
-        np.add(b[:, 0], wh, out=C[2])
-        np.add(b[:, 1], hh, out=C[3])
-    else:
-        np.minimum(b[:, 1], b[:, 3], out=C[0])
-        np.minimum(b[:, 0], b[:, 2], out=C[1])
-        np.maximum(b[:, 1], b[:, 3], out=C[2])
-        np.maximum(b[:, 0], b[:, 2], out=C[3])
+    C = np.empty((5, order.size), boxes.dtype)
+    _corners(boxes.take(order, 0), center, C)
     with np.errstate(all="ignore"):
         d = C[2:4] - C[:2]
         np.multiply(d[0], d[1], out=C[4])
@@ -134,15 +149,13 @@ def _suppresses(C, i, j, thr):
     return inter > thr
 
 
-def _head(C, Q, at, m: int, thr, first: bool):
+def _head(C, Q, at, m: int, thr):
     """Greedy selection among the m candidates `at` (rank order; None: the first m): the
-    positions kept, or None for a first head with few pairs that may overlap."""
+    positions kept."""
     R = Q[:, :m] if at is None else Q.take(at, 1)
     o = _may_overlap(R, R)
     o &= _UPPER[:m, :m]
     flat = np.flatnonzero(o)
-    if first and flat.size < FEW_PAIRS * m:
-        return None
     i, j = np.divmod(flat, m)
     if at is not None:
         i, j = at.take(i), at.take(j)
@@ -165,6 +178,11 @@ def select_group(boxes: np.ndarray, scores: np.ndarray, max_out: int, thr, score
     indices kept, in selection order, and None, or the box indices still undecided (in rank
     order, after every kept box, none suppressed by one) for the blocks to finish; or None
     where the path declines (see the module)."""
+    if FEW_PAIRS > 0 and scores.size > 1:
+        # the probe's head: some HEAD best boxes (a partition; their order does not matter)
+        top = np.argpartition(-scores, min(HEAD, scores.size) - 1)[:HEAD]
+        if _few_pairs(boxes, top, center):
+            return None
     order = _order(scores, score_thr)
     c = order.size
     if c == 0:
@@ -178,9 +196,7 @@ def select_group(boxes: np.ndarray, scores: np.ndarray, max_out: int, thr, score
     while True:
         left = c if at is None else at.size
         m = min(HEAD, left)
-        pos = _head(C, Q, None if at is None else at[:m], m, thr, at is None)
-        if pos is None:
-            return None
+        pos = _head(C, Q, None if at is None else at[:m], m, thr)
         kh = np.array(pos, np.int64) if at is None else at.take(pos)
         kept.append(kh)
         total += kh.size
