@@ -1,5 +1,6 @@
-"""NonMaxSuppression (kernels/nn_nms.py, nn_nms_graph.py, nn_nms_sweep.py) against
-onnxruntime, index for index, each test with each of the two pair finders: random scenes at
+"""NonMaxSuppression (kernels/nn_nms.py, nn_nms_graph.py, nn_nms_sweep.py, nn_nms_dense.py)
+against onnxruntime, index for index, each test with each of the two pair finders and with
+the heads of nn_nms_dense.py (alone, and handing back to the blocks): random scenes at
 several sizes and densities, ties in scores, both box formats, flipped corners, degenerate
 and non-finite boxes, small max_output_boxes_per_class (the block path), chains of overlaps
 (the in-order finish), the grid's coarsening and chunking, and the refusals."""
@@ -10,18 +11,24 @@ import pytest
 
 import pyge
 from pyge.errors import ExecutionError
-from pyge.kernels import nn_nms, nn_nms_graph
+from pyge.kernels import nn_nms, nn_nms_dense, nn_nms_graph
 from pyge.testing import one_node_model
 
 ort = pytest.importorskip("onnxruntime")
 
 
-@pytest.fixture(autouse=True, params=["sweep", "grid"])
+@pytest.fixture(autouse=True, params=["sweep", "grid", "dense", "handover"])
 def pair_finder(request, monkeypatch):
-    """Every test runs with each pair finder: the sweep for every size, then the grid join
-    for every size (the default picks by the longest group, nn_nms.SMALL_N)."""
-    monkeypatch.setattr(nn_nms, "SMALL_N", 10 ** 9 if request.param == "sweep" else -1)
-    return request.param
+    """Every test runs with each path: the blocks with the sweep for every size, then with
+    the grid join for every size (the default picks by the longest group, nn_nms.SMALL_N);
+    then heads of the ranking (nn_nms_dense.py) for every single-group scene, never
+    declining nor handing back, and heads that hand back to the blocks after the first."""
+    p = request.param
+    monkeypatch.setattr(nn_nms, "SMALL_N", -1 if p == "grid" else 10 ** 9)
+    monkeypatch.setattr(nn_nms, "DENSE_N", 10 ** 9 if p in ("dense", "handover") else -1)
+    monkeypatch.setattr(nn_nms_dense, "FEW_PAIRS", 0)
+    monkeypatch.setattr(nn_nms_dense, "FEW_OUT", 10 ** 9 if p == "handover" else -1)
+    return p
 
 
 def _model(center=0, with_thr=True):
@@ -123,10 +130,10 @@ def test_clustered_detections_match_ort():
         _check(_feeds(boxes, scores, 8000, iou, 0.05))
 
 
-def test_chain_of_overlaps_finishes_in_order(monkeypatch):
+def test_chain_of_overlaps_finishes_in_order(monkeypatch, pair_finder):
     """Each box overlaps the next one only, scores falling along the chain: greedy keeps
     every other box, and the rounds decide only a couple each, so the in-order pass ends
-    the selection."""
+    the selection (on the blocks' paths; the heads need no rounds)."""
     calls = []
     real = nn_nms_graph._in_order
     monkeypatch.setattr(nn_nms_graph, "_in_order", lambda *a: calls.append(1) or real(*a))
@@ -135,7 +142,7 @@ def test_chain_of_overlaps_finishes_in_order(monkeypatch):
     boxes = np.stack([np.zeros(n), x, np.ones(n), x + 1], 1)[None].astype(np.float32)
     scores = np.linspace(1, 0.1, n, dtype=np.float32)[None, None]
     exp = _check(_feeds(boxes, scores, n, 0.1))
-    assert exp.shape[0] == n // 2 and calls
+    assert exp.shape[0] == n // 2 and bool(calls) == (pair_finder != "dense")
 
 
 def test_degenerate_and_non_finite_boxes_match_ort():

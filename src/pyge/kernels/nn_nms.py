@@ -16,8 +16,10 @@ cost follows the overlapping pairs, and, where no group has more than SMALL_N ca
 sweep on x (nn_nms_sweep.py) with far fewer numpy calls but more pairs examined. Where the
 boxes are candidates in many classes each (a detector's export: 80 classes, a low score
 threshold), nn_nms_classes.py selects in all classes of a batch at once instead, over pairs
-found once per batch: its boxes are the same in every class. Data-dependent output: a
-HOST_OP.
+found once per batch: its boxes are the same in every class. Where one (batch, class)
+group alone has candidates, and few, nn_nms_dense.py selects instead, a head of the ranking
+at a time, with dense overlap tests and a greedy scan over bit rows; it hands back to the
+blocks where the boxes are mostly kept. Data-dependent output: a HOST_OP.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import torch
 
 from ._util import node_error, run_error
 from .nn_nms_classes import descending_keys, select_classes
+from .nn_nms_dense import select_group
 from .nn_nms_graph import greedy_keep, suppressing_pairs
 from .nn_nms_sweep import Line, sweep_pairs, x_sweep_pairs
 from .registry import register
@@ -51,6 +54,9 @@ CLASS_SHARE = 6
 CLASS_REACH = 4
 # Up to this many such boxes in a batch, its pairs come from a sweep on x alone.
 X_SWEEP_N = 160
+# Where one (batch, class) group alone has candidates, and at most this many boxes, heads
+# of its ranking select (nn_nms_dense.py), unless it declines.
+DENSE_N = 5000
 
 
 def _corners(b: np.ndarray, center: bool):
@@ -170,7 +176,54 @@ def select(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_thr, score_t
         shared = _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center)
         if shared is not None:
             return shared
+    if n <= DENSE_N:
+        g = _one_group(scores, score_thr)
+        if g is not None:
+            done = _dense(boxes, scores, g, max_out, iou_thr, score_thr, center)
+            if done is not None:
+                return done
     g_all, r_all, box_all, longest = _candidates(scores, score_thr)
+    return _select_blocks(boxes, nb, nc, n, g_all, r_all, box_all, longest, max_out, iou_thr,
+                          center)
+
+
+def _one_group(scores: np.ndarray, score_thr):
+    """The one (batch, class) group that has candidates, as batch * classes + class; None
+    where several have."""
+    nb, nc, n = scores.shape
+    if nb * nc == 1:
+        return 0
+    if score_thr is None:
+        return None
+    with np.errstate(invalid="ignore"):
+        has = (scores.reshape(nb * nc, n) > score_thr).any(1)
+    return int(has.argmax()) if np.count_nonzero(has) == 1 else None
+
+
+def _dense(boxes, scores, g, max_out, iou_thr, score_thr, center):
+    """select's result by nn_nms_dense for the one group g with candidates (the blocks
+    finishing what it hands back), or None where it declines."""
+    nb, nc, n = scores.shape
+    got = select_group(boxes[g // nc], scores[g // nc, g % nc], max_out, iou_thr, score_thr,
+                       center)
+    if got is None:
+        return None
+    kept, rest = got
+    if rest is not None:
+        more = _select_blocks(boxes, nb, nc, n, np.full(rest.size, g), np.arange(rest.size),
+                              rest, rest.size, max_out - kept.size, iou_thr, center)
+        kept = np.concatenate([kept, more[:, 2]])
+    out = np.empty((kept.size, 3), np.int64)
+    out[:, 0], out[:, 1], out[:, 2] = g // nc, g % nc, kept
+    return out
+
+
+def _select_blocks(boxes, nb, nc, n, g_all, r_all, box_all, longest, max_out, iou_thr,
+                   center):
+    """select by blocks of score rank over the candidates (group g_all, rank r_all within
+    it, box box_all), `longest` the most candidates a group has."""
+    if g_all.size == 0:
+        return np.zeros((0, 3), np.int64)
     small = longest <= SMALL_N
     bx = _Boxes(boxes, center, nb * nc, small)
     at_all = (g_all // nc) * n + box_all
@@ -246,14 +299,19 @@ def _shared_classes(boxes, scores, max_out, iou_thr, score_thr, center):
 
 
 def _host(x, dtype) -> np.ndarray:
-    """A run-time tensor as a numpy array of `dtype` (float32 for the half types)."""
+    """A run-time tensor as a numpy array of `dtype` (float32 for the half types): the
+    tensor's own memory where it is a CPU tensor of that dtype (a few torch calls fewer: the
+    node's fixed cost is a good part of its time on small inputs)."""
+    if x.is_cpu and x.dtype == dtype:
+        return x.detach().numpy()
     return x.detach().cpu().to(dtype).numpy()
 
 
 def _threshold(x, dtype):
-    if x is None or x.numel() == 0:
+    if x is None:
         return None
-    return _host(x.reshape(-1)[:1], dtype)[0]
+    a = _host(x, dtype).reshape(-1)
+    return a[0] if a.size else None
 
 
 @register("NonMaxSuppression", since=10)
@@ -269,10 +327,10 @@ def non_max_suppression(ctx):
                 or scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
             raise run_error(ctx, f"boxes {tuple(boxes.shape)} must be [batches, boxes, 4] and "
                                  f"scores {tuple(scores.shape)} [batches, classes, boxes]")
-        dev = boxes.device
         bdt = torch.float32 if boxes.dtype in (torch.float16, torch.bfloat16) else boxes.dtype
         sdt = torch.float32 if scores.dtype in (torch.float16, torch.bfloat16) else scores.dtype
-        max_out = int(xs[2].reshape(-1)[0]) if xs[2] is not None and xs[2].numel() else 0
+        m = None if xs[2] is None else xs[2].detach().cpu().numpy().reshape(-1)
+        max_out = int(m[0]) if m is not None and m.size else 0
         iou = _threshold(xs[3], bdt)
         if iou is None:
             iou = _host(torch.zeros(1), bdt)[0]
@@ -280,5 +338,5 @@ def non_max_suppression(ctx):
             raise run_error(ctx, f"iou_threshold must be in [0, 1], got {float(iou)}")
         res = torch.from_numpy(select(_host(boxes, bdt), _host(scores, sdt), max_out, iou,
                                       _threshold(xs[4], sdt), center == 1))
-        return [res.to(dev) if dev.type != "cpu" else res]
+        return [res if boxes.is_cpu else res.to(boxes.device)]
     return fn
