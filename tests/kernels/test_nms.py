@@ -9,10 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import pyge
 from pyge.errors import ExecutionError
 from pyge.kernels import nn_nms, nn_nms_dense, nn_nms_graph
-from pyge.testing import one_node_model
+
+from .nms_scenes import check_nms as _check
+from .nms_scenes import nms_feeds as _feeds
+from .nms_scenes import nms_runners, spoil
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -31,42 +33,6 @@ def pair_finder(request, monkeypatch):
     return p
 
 
-def _model(center=0, with_thr=True):
-    inputs = {"boxes": np.zeros((1, 1, 4), np.float32), "scores": np.zeros((1, 1, 1), np.float32),
-              "m": np.zeros(1, np.int64), "iou": np.zeros(1, np.float32),
-              "st": np.zeros(1, np.float32) if with_thr else None}
-    m = one_node_model("NonMaxSuppression", inputs, {"center_point_box": center}, opset=11,
-                       trim=True)
-    for v in m.graph.input[:2]:            # any number of batches, classes and boxes
-        for d in v.type.tensor_type.shape.dim:
-            d.dim_param = "n"
-    return m
-
-
-_CACHE: dict = {}
-
-
-def _both(feeds, center=0):
-    """(pyge's result, onnxruntime's) for the feeds; the sessions are made once."""
-    key = (center, "st" in feeds)
-    if key not in _CACHE:
-        m = _model(center, "st" in feeds)
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        _CACHE[key] = (pyge.compile(pyge.load_onnx(m), device="cpu"),
-                       ort.InferenceSession(m.SerializeToString(), so,
-                                            providers=["CPUExecutionProvider"]))
-    cm, sess = _CACHE[key]
-    return cm.run(feeds)["y0"], sess.run(None, feeds)[0]
-
-
-def _check(feeds, center=0):
-    got, exp = _both(feeds, center)
-    assert got.dtype == np.int64 and got.shape == exp.shape, (got.shape, exp.shape)
-    np.testing.assert_array_equal(got, exp)
-    return exp
-
-
 def _scene(rng, b, n, side, lo, hi, center):
     """b batches of n boxes with corners in [0, side] and sizes in [lo, hi]; corner boxes
     as [y1, x1, y2, x2] with the corners in a random order."""
@@ -78,14 +44,6 @@ def _scene(rng, b, n, side, lo, hi, center):
     swap = rng.uniform(size=(b, n, 1)) < 0.5
     p, q = np.where(swap, q, p), np.where(swap, p, q)
     return np.concatenate([p[..., ::-1], q[..., ::-1]], -1).astype(np.float32)
-
-
-def _feeds(boxes, scores, max_out, iou, thr=None):
-    f = {"boxes": boxes, "scores": scores, "m": np.array([max_out], np.int64),
-         "iou": np.array([iou], np.float32)}
-    if thr is not None:
-        f["st"] = np.array([thr], np.float32)
-    return f
 
 
 @pytest.mark.parametrize("n", [1, 2, 30, 300, 2000, 6000])
@@ -150,13 +108,7 @@ def test_degenerate_and_non_finite_boxes_match_ort():
     coordinates whose area overflows: they never suppress nor are suppressed."""
     rng = np.random.default_rng(3)
     boxes = _scene(rng, 1, 400, 100, 1, 30, 0)
-    boxes[0, 0:20, 2] = boxes[0, 0:20, 0]                  # zero height
-    boxes[0, 20:40, 3] = boxes[0, 20:40, 1]                # zero width
-    boxes[0, 40:60] = boxes[0, 60:80]                      # identical pairs
-    boxes[0, 80:85, 0] = np.nan
-    boxes[0, 85:90, 3] = np.inf
-    boxes[0, 90:95] = [[-np.inf, -np.inf, np.inf, np.inf]]
-    boxes[0, 95:100] = [[0, 0, 3e19, 3e19]]                # area overflows to inf
+    spoil(boxes)
     scores = rng.uniform(0, 1, (1, 2, 400)).astype(np.float32)
     for iou in (0.0, 0.5, 1.0):
         _check(_feeds(boxes, scores, 400, iou))
@@ -210,9 +162,9 @@ def test_iou_threshold_out_of_range_is_refused_as_ort_does(iou):
     rng = np.random.default_rng(9)
     feeds = _feeds(_scene(rng, 1, 5, 10, 1, 5, 0), np.ones((1, 1, 5), np.float32), 5, iou)
     with pytest.raises(ExecutionError, match=r"NonMaxSuppression.*iou_threshold"):
-        _both(feeds)
+        nms_runners(feeds)[0](feeds)
     with pytest.raises(Exception, match="iou_threshold"):
-        _CACHE[(0, False)][1].run(None, feeds)
+        nms_runners(feeds)[1](feeds)
 
 
 def test_float64_boxes_select_as_in_float64():

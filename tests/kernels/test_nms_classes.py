@@ -9,49 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import pyge
 from pyge.kernels import nn_nms, nn_nms_classes, nn_nms_graph, nn_nms_sweep
-from pyge.testing import one_node_model
 
-from .nms_scenes import clustered_centres
+from .nms_scenes import check_boxes as _check
+from .nms_scenes import clustered_centres, spoil
 
 ort = pytest.importorskip("onnxruntime")
-
-_RUN: dict = {}
-
-
-def _runners(center, with_thr):
-    """(pyge, onnxruntime) runners of one NonMaxSuppression node, any number of batches,
-    classes and boxes; made once per (center_point_box, score_threshold given)."""
-    key = (center, with_thr)
-    if key not in _RUN:
-        inputs = {"boxes": np.zeros((1, 1, 4), np.float32),
-                  "scores": np.zeros((1, 1, 1), np.float32), "m": np.zeros(1, np.int64),
-                  "iou": np.zeros(1, np.float32),
-                  "st": np.zeros(1, np.float32) if with_thr else None}
-        m = one_node_model("NonMaxSuppression", inputs, {"center_point_box": center},
-                           opset=11, trim=True)
-        for v in m.graph.input[:2]:
-            for d in v.type.tensor_type.shape.dim:
-                d.dim_param = "n"
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        cm = pyge.compile(pyge.load_onnx(m), device="cpu")
-        sess = ort.InferenceSession(m.SerializeToString(), so,
-                                    providers=["CPUExecutionProvider"])
-        _RUN[key] = (lambda f: cm.run(f)["y0"]), (lambda f: sess.run(None, f)[0])
-    return _RUN[key]
-
-
-def _check(boxes, scores, max_out, iou, thr=None, center=0):
-    feeds = {"boxes": boxes, "scores": scores, "m": np.array([max_out], np.int64),
-             "iou": np.array([iou], np.float32)}
-    if thr is not None:
-        feeds["st"] = np.array([thr], np.float32)
-    got, exp = (run(feeds) for run in _runners(center, thr is not None))
-    assert got.dtype == np.int64 and got.shape == exp.shape, (got.shape, exp.shape)
-    np.testing.assert_array_equal(got, exp)
-    return exp
 
 
 @pytest.fixture
@@ -119,13 +82,7 @@ def test_degenerate_non_finite_and_center_boxes_match_ort(spy, monkeypatch):
     monkeypatch.setattr(nn_nms, "CLASS_SHARE", 0)
     rng = np.random.default_rng(3)
     boxes = _scene(rng, "uniform", 1, 300)
-    boxes[0, 0:20, 2] = boxes[0, 0:20, 0]
-    boxes[0, 20:40, 3] = boxes[0, 20:40, 1]
-    boxes[0, 40:60] = boxes[0, 60:80]
-    boxes[0, 80:85, 0] = np.nan
-    boxes[0, 85:90, 3] = np.inf
-    boxes[0, 90:95] = [[-np.inf, -np.inf, np.inf, np.inf]]
-    boxes[0, 95:100] = [[0, 0, 3e19, 3e19]]
+    spoil(boxes)
     scores = rng.uniform(0, 1, (1, 20, 300)).astype(np.float32)
     for iou in (0.0, 0.5, 1.0):
         _check(boxes, scores, 300, iou)

@@ -9,43 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import pyge
 from pyge.kernels import nn_nms, nn_nms_dense
-from pyge.testing import one_node_model
 
-from .nms_scenes import clustered_centres
+from .nms_scenes import check_boxes as _check
+from .nms_scenes import clustered_centres, spoil
 
 ort = pytest.importorskip("onnxruntime")
-
-_RUN: dict = {}
-
-
-def _sessions(feeds, center):
-    m = one_node_model("NonMaxSuppression", feeds, {"center_point_box": center}, opset=11,
-                       trim=True)
-    for v in m.graph.input[:2]:
-        for d in v.type.tensor_type.shape.dim:
-            d.dim_param = "n"
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    cm = pyge.compile(pyge.load_onnx(m), device="cpu")
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return (lambda f: cm.run(f)["y0"]), (lambda f: sess.run(None, f)[0])
-
-
-def _check(boxes, scores, max_out=None, iou=0.5, thr=None, center=0):
-    feeds = {"boxes": boxes, "scores": scores,
-             "m": None if max_out is None else np.array([max_out], np.int64),
-             "iou": np.array([iou], np.float32),
-             "st": None if thr is None else np.array([thr], np.float32)}
-    key = (center,) + tuple(k for k, v in feeds.items() if v is not None)
-    if key not in _RUN:
-        _RUN[key] = _sessions(feeds, center)
-    feeds = {k: v for k, v in feeds.items() if v is not None}
-    got, exp = (run(feeds) for run in _RUN[key])
-    assert got.dtype == np.int64 and got.shape == exp.shape, (got.shape, exp.shape)
-    np.testing.assert_array_equal(got, exp)
-    return exp
 
 
 def _scene(rng, kind, b, n, center=0):
@@ -131,13 +100,7 @@ def test_degenerate_and_non_finite_boxes_match_ort(forced, spy):
     that overflows: they take part in no pair, and quantisation ignores them."""
     rng = np.random.default_rng(2)
     boxes = _scene(rng, "clustered", 1, 400)
-    boxes[0, 0:20, 2] = boxes[0, 0:20, 0]
-    boxes[0, 20:40, 3] = boxes[0, 20:40, 1]
-    boxes[0, 40:60] = boxes[0, 60:80]
-    boxes[0, 80:85, 0] = np.nan
-    boxes[0, 85:90, 3] = np.inf
-    boxes[0, 90:95] = [[-np.inf, -np.inf, np.inf, np.inf]]
-    boxes[0, 95:100] = [[0, 0, 3e19, 3e19]]
+    spoil(boxes)
     scores = rng.uniform(0, 1, (1, 1, 400)).astype(np.float32)
     for iou in (0.0, 0.5, 1.0):
         _check(boxes, scores, 400, iou)

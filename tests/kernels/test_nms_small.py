@@ -7,46 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import pyge
 from pyge.kernels import nn_nms, nn_nms_graph, nn_nms_sweep
-from pyge.testing import one_node_model
 
+from .nms_scenes import check_boxes as _check
 from .nms_scenes import clustered_centres
 
 ort = pytest.importorskip("onnxruntime")
-
-
-def _sessions(inputs):
-    """(pyge, onnxruntime) runners of one NonMaxSuppression node over `inputs` (None: an
-    absent input), any number of batches, classes and boxes."""
-    m = one_node_model("NonMaxSuppression", inputs, {"center_point_box": 0}, opset=11,
-                       trim=True)
-    for v in m.graph.input[:2]:
-        for d in v.type.tensor_type.shape.dim:
-            d.dim_param = "n"
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    cm = pyge.compile(pyge.load_onnx(m), device="cpu")
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return (lambda f: cm.run(f)["y0"]), (lambda f: sess.run(None, f)[0])
-
-
-_RUN: dict = {}
-
-
-def _check(boxes, scores, max_out=None, iou=0.5, thr=None):
-    feeds = {"boxes": boxes, "scores": scores,
-             "m": None if max_out is None else np.array([max_out], np.int64),
-             "iou": np.array([iou], np.float32),
-             "st": None if thr is None else np.array([thr], np.float32)}
-    key = tuple(k for k, v in feeds.items() if v is not None)
-    if key not in _RUN:
-        _RUN[key] = _sessions(feeds)
-    feeds = {k: v for k, v in feeds.items() if v is not None}
-    got, exp = (run(feeds) for run in _RUN[key])
-    assert got.dtype == np.int64 and got.shape == exp.shape, (got.shape, exp.shape)
-    np.testing.assert_array_equal(got, exp)
-    return exp
 
 
 def _scene(rng, kind, b, n):
