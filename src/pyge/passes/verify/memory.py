@@ -150,16 +150,19 @@ def _tiled_and_ordered(plan: Plan, clocks: PlanClocks, readers: list[list[int]],
     (and names the first unordered pair as it always has)."""
     values = plan.values
     clock, stream, pos = clocks.clock, clocks.stream, clocks.pos
-    group, prev, end = -1, -1, 0
+    nxt, end, start = -1, 0, 0              # nxt: the first key past the current offset's
+    prev, va = -1, None                     # (key % m is the value: span is a multiple of m)
     for key in starts:
-        start, k = divmod(key, span)
-        b = k % m
-        if start != group:
+        b = key % m
+        vb = values[b]
+        if key >= nxt:                      # the first value at a new offset
+            start = key // span
             if start < end:                 # inside a range that starts earlier: sweep
                 return False
-            group, prev, end = start, b, start + values[b].nbytes
+            nxt, end = (start + 1) * span, start + vb.nbytes
+            prev, va = b, vb
             continue
-        va, pb = values[prev], values[b].producer   # _check_handover's pass condition
+        pb = vb.producer                    # _check_handover's pass condition
         if pb < 0 or va.is_output:
             return False
         u, cv = va.producer, clock[pb]
@@ -168,10 +171,9 @@ def _tiled_and_ordered(plan: Plan, clocks: PlanClocks, readers: list[list[int]],
         for r in readers[prev]:
             if r != pb and cv[stream[r]] < pos[r]:
                 return False
-        nb = start + values[b].nbytes
-        if nb > end:
-            end = nb
-        prev = b
+        if start + vb.nbytes > end:
+            end = start + vb.nbytes
+        prev, va = b, vb
     return True
 
 
