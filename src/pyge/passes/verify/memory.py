@@ -31,7 +31,12 @@ def value_readers(plan: Plan) -> list[list[int]]:
     """Per value, the nodes reading it (the verifier's own count, not the planner's)."""
     readers: list[list[int]] = [[] for _ in plan.values]
     for v, node in enumerate(plan.nodes):
-        for vi in dict.fromkeys(node.inputs):
+        ins = node.inputs
+        if len(ins) == 1:
+            if ins[0] >= 0:
+                readers[ins[0]].append(v)
+            continue
+        for vi in dict.fromkeys(ins):
             if vi >= 0:
                 readers[vi].append(v)
     return readers
