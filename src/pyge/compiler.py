@@ -45,8 +45,8 @@ from .submodels import make_parts
 from .options import Options, parse_options
 from .passes.conditions import (ACYCLIC, COLLECTIVES_CHAINED, DENSE_STREAMS, ENGINES_ASSIGNED,
                                 EVENT_IDS_DENSE, EVENTS_PLACED, MEMORY_PLANNED, NO_EVENTS_YET,
-                                OPS_SUPPORTED, OWNED, PLAN_BUILT, STREAMS_ASSIGNED,
-                                STREAMS_IN_RANGE)
+                                OPS_CHECKED, OPS_SUPPORTED, OWNED, PLAN_BUILT,
+                                STREAMS_ASSIGNED, STREAMS_IN_RANGE)
 from .passes.custom import CustomPassStage, run_stream_passes
 from .passes.custom.graph_passes import stage_pass
 from .passes.custom.plugins import ensure_plugins_loaded
@@ -89,6 +89,8 @@ def _clone(st: CompileState) -> PassResult:
 
 def _check_ops(st: CompileState) -> PassResult:
     check_ops.check_ops(st.graph)
+    # For the postcondition checked next (OPS_SUPPORTED): the same walk, on the same graph.
+    st.graph._derived[OPS_CHECKED] = (st.graph._version, None)
     return UNCHANGED
 
 

@@ -64,7 +64,16 @@ def test_a_whole_model_is_written_as_by_the_generic_helpers(monkeypatch, weights
     shape = b.constant(np.array([2, 2], np.int64), "shape")
     b.output(b.op("Reshape", [p, shape], name="rs"), "y")
     g = b.build()
+    g.metadata["k"] = "v"
     fast = onnx_proto.graph_to_model(g, weights=weights).SerializeToString()
+    # the model as onnx.helper.make_model builds it around graph_to_proto's graph
+    mp = helper.make_model(onnx_proto.graph_to_proto(g, weights=weights), producer_name="pyge",
+                           opset_imports=[helper.make_opsetid(d, v)
+                                          for d, v in sorted(g.opset_imports.items())])
+    mp.ir_version = g.ir_version
+    p = mp.metadata_props.add()
+    p.key, p.value = "k", "v"
+    assert fast == mp.SerializeToString()
     monkeypatch.setattr(onnx_proto, "add_attribute", lambda *a: False)
-    monkeypatch.setattr(onnx_proto, "raw_tensor", lambda *a: None)
+    monkeypatch.setattr(onnx_proto, "fill_raw_tensor", lambda *a: False)
     assert fast == onnx_proto.graph_to_model(g, weights=weights).SerializeToString()

@@ -301,6 +301,56 @@ def test_remove_node_many_in_random_order_keeps_the_order_of_the_rest():
     assert g.nodes == expected
 
 
+def test_removals_in_batches_are_applied_when_the_list_is_next_read():
+    """remove_node defers taking nodes out of the list until it is read next (one walk for
+    many): batches of every size, read back through each way in, give what list.remove
+    would leave, in the same list object a caller may hold; a removed node may come back."""
+    import random
+    rng = random.Random(11)
+    g = Graph("batches")
+    x = Value("x", "float32", (1,))
+    g.add_input(x)
+    expected = [_add_relu(g, x, f"n{i}", f"y{i}") for i in range(2000)]
+    held = g._nodes
+    for step in range(40):
+        for _ in range(rng.choice([1, 3, 64, 65, 200])):
+            if expected:
+                g.remove_node(expected.pop(rng.randrange(len(expected))))
+        way = step % 4
+        if way == 0:
+            assert len(g) == len(expected)
+        elif way == 1:
+            assert g.nodes == expected
+        elif way == 2:
+            assert g.topological_sort() == expected
+        else:
+            back = _add_relu(g, x, f"m{step}", f"z{step}")
+            expected.append(back)
+            g.remove_node(back)
+            expected.pop()
+            g.add_node(back)              # the same node again, after its pending removal
+            expected.append(back)
+        assert g._nodes is held and held == expected
+
+
+def test_absorb_keeps_the_name_index_right_without_building_it():
+    g = _diamond()
+    a, j = g.node("A"), g.node("J")
+    out = j.outputs[0]
+    j.set_inputs([])
+    g._names = None
+    g.absorb(a, j)
+    assert g._names is None                   # not built for the fusion
+    assert g.unique_value_name(out.name) != out.name and g._index().value(out.name) is out
+    h = _diamond()
+    h._index()                                # built before: kept up to date
+    a, j = h.node("A"), h.node("J")
+    out = j.outputs[0]
+    j.set_inputs([])
+    h.absorb(a, j)
+    assert h._names.value(out.name) is out and out.producer is a
+
+
 def test_remove_node_after_the_list_was_edited_by_hand():
     """A node list reordered without set_node_order: remove_node still removes the node."""
     g = Graph("hand")

@@ -287,3 +287,43 @@ def test_sort_moves_what_follows_the_node_order():
     g.sort()
     assert [n.name for n in g.nodes] == ["a", "b", "if2", "if1"]
     assert _names_of(g.all_graphs()) == ["t", "other", "body", "body"]
+
+
+def test_predecessor_lists_are_predecessor_positions():
+    """ir/order.predecessor_lists (stamped positions) gives exactly predecessor_positions
+    over a position map: control edges, repeated inputs, a body's outer reads, a node of
+    another graph and one that claims the graph without being listed."""
+    import random
+
+    import pyge
+    from pyge.ir.graph import Graph, Node, Value
+    from pyge.ir.order import predecessor_lists, predecessor_positions
+    rng = random.Random(2)
+    for _ in range(50):
+        b = pyge.GraphBuilder("p")
+        vals = [b.input("x", "float32", (2,))]
+        for i in range(rng.randint(2, 30)):
+            ins = [rng.choice(vals) for _ in range(rng.randint(1, 3))]
+            vals.append(b.op("Sum", ins, name=f"n{i}"))
+        b.output(vals[-1], "y")
+        g = b.build()
+        nodes = g.nodes
+        for n in rng.sample(nodes, len(nodes) // 4):
+            n.control_preds.append(rng.choice(nodes))
+        if rng.random() < 0.5:                    # a body reading an outer value
+            body = Graph("body")
+            inner = Node("Identity", "inner")
+            inner.append_input(rng.choice(vals[1:]))
+            inner.add_output(Value("inner_out"))
+            body.add_node(inner)
+            body.outputs.append(inner.outputs[0])
+            nodes[-1].set_attr("then_branch", body)
+        if rng.random() < 0.5:                    # claims the graph, not listed
+            ghost = Node("Relu", "ghost")
+            ghost.append_input(vals[0])
+            ghost.add_output(Value("ghost_out"))
+            ghost.graph = g
+            nodes[-1].append_input(ghost.outputs[0])
+        order = list(reversed(nodes)) if rng.random() < 0.3 else nodes
+        get = {id(n): i for i, n in enumerate(order)}.get
+        assert predecessor_lists(order, g) == [predecessor_positions(n, g, get) for n in order]

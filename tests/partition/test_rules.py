@@ -134,3 +134,39 @@ def test_the_submodel_graph_has_the_crossing_values_as_inputs_and_outputs():
     assert {"w1", "w2"} <= set(sub.initializers)
     calls = [n for n in part.root.nodes if n.op_type == "PartitionedCall"]
     assert [n.attrs["submodel"] for n in calls] == ["mid_static_0"]
+
+
+def test_the_all_static_shortcut_gives_what_the_rules_give(monkeypatch):
+    """unknown_nodes answers {} without the per-node rules when one walk finds nothing they
+    could name; on random chains with a symbolic or missing dim, a sequence, a NonZero or a
+    TopK here and there, it gives exactly what the rules alone give, and is taken."""
+    import random
+
+    from pyge.ir.value import SEQUENCE
+    from pyge.passes.partition import unknown
+    rng = random.Random(3)
+    shortcut = unknown._all_static
+    kinds = set()
+    for _ in range(200):
+        b = pyge.GraphBuilder("r")
+        x = b.input("x", "float32", (4,))
+        k = b.constant(np.array([2], np.int64), "k")
+        for i in range(rng.randint(1, 8)):
+            op = rng.choice(["Relu", "Abs", "Relu", "NonZero", "TopK"])
+            x = b.op(op, [x, k] if op == "TopK" else [x], name=f"n{i}")
+            x.shape = (4,)
+        b.output(x, "y")
+        g = b.build()
+        vals = [o for n in g.nodes for o in n.outputs]
+        for v in rng.sample(vals, rng.randint(0, 2)):
+            v.shape, v.kind = rng.choice([(("N",), v.kind), ((None,), v.kind), (None, v.kind),
+                                          ((4,), SEQUENCE), ((-1,), v.kind)])
+        for device in ("cpu", "cuda"):
+            quick = shortcut(g, device)
+            monkeypatch.setattr(unknown, "_all_static", lambda *a: False)
+            want = unknown_nodes(g, device)
+            monkeypatch.setattr(unknown, "_all_static", shortcut)
+            assert unknown_nodes(g, device) == want
+            assert not (quick and want)
+            kinds.add((quick, bool(want)))
+    assert (True, False) in kinds and (False, True) in kinds

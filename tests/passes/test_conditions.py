@@ -143,3 +143,22 @@ def test_plan_verifies(st):
     st.plan.streams = [[x for x in s if x.kind == LAUNCH] for s in st.plan.streams]
     st.plan.events = []
     assert "unordered data dependency" in C.PLAN_VERIFIES(st)
+
+
+def test_ops_supported_after_check_ops_reuses_its_walk_once():
+    """check_ops leaves a one-shot note for its postcondition; any later check of
+    OPS_SUPPORTED walks the graph again (an op renamed by plain assignment moves no
+    version) and names the culprit."""
+    import pyge
+    from pyge.compiler import _check_ops
+    from pyge.passes.conditions import OPS_CHECKED, OPS_SUPPORTED
+    from pyge.passes.pipeline import CompileState
+    from pyge.options import parse_options
+    b = pyge.GraphBuilder("g")
+    b.output(b.op("Relu", [b.input("x", "float32", (2,))], name="r"), "y")
+    st = CompileState(graph=b.build(), options=parse_options(None))
+    _check_ops(st)
+    assert OPS_CHECKED in st.graph._derived
+    st.graph.nodes[0].op_type = "NoSuchOp"      # after the pass, by plain assignment
+    assert OPS_SUPPORTED(st) is None              # the note: the pass's own walk
+    assert "NoSuchOp" in OPS_SUPPORTED(st)        # taken once: walked again

@@ -74,7 +74,12 @@ def dependencies(plan: Plan, with_streams: bool = False) -> list[list[int]]:
     producer = [v.producer for v in plan.values]
     preds: list[list[int]] = []
     for pn in plan.nodes:
-        ps = {producer[vi] for vi in pn.inputs if vi >= 0 and producer[vi] >= 0}
+        ins = pn.inputs
+        if len(ins) == 1 and not pn.control_preds:       # the usual node, without the set
+            p = producer[ins[0]] if ins[0] >= 0 else -1
+            preds.append([p] if p >= 0 and p != pn.index else [])
+            continue
+        ps = {producer[vi] for vi in ins if vi >= 0 and producer[vi] >= 0}
         ps.update(pn.control_preds)
         ps.discard(pn.index)
         preds.append(sorted(ps))

@@ -12,7 +12,7 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from ..errors import GraphCycleError, GraphError, ModelGraphCycleError, ModelLoadError
 from ..ir.graph import OPTIONAL, SEQUENCE, TENSOR, Graph, Node, Value, unique_name
-from .onnx_write import add_attribute, raw_tensor
+from .onnx_write import add_attribute, fill_raw_tensor
 
 # ---------------------------------------------------------------------------------------
 # dtypes
@@ -375,27 +375,33 @@ def keeps_shape_data(dtype: np.dtype, size: int) -> bool:
 
 
 def _tensor_proto(name: str, arr: np.ndarray, weights: bool | str) -> TensorProto:
+    tp = TensorProto()
+    _fill_tensor(tp, name, arr, weights)
+    return tp
+
+
+def _fill_tensor(tp: TensorProto, name: str, arr: np.ndarray, weights: bool | str) -> None:
+    """Write initializer `name` = `arr` into the empty `tp` (graph_to_proto writes each
+    initializer in place, as it does nodes, rather than making it and copying it in)."""
     if weights == "shapes" and arr.dtype != object and not keeps_shape_data(arr.dtype, arr.size):
-        tp = TensorProto()
         tp.name = name
         tp.data_type = dtype_to_onnx(str(arr.dtype))
         tp.dims.extend(arr.shape)
-        return tp
+        return
     if not weights:
         # Structure-only dumps: keep name, type and shape, drop the data.
-        tp = TensorProto()
         tp.name = name
         tp.data_type = dtype_to_onnx(str(arr.dtype))
         tp.dims.extend(arr.shape)
         tp.data_location = TensorProto.EXTERNAL
         e = tp.external_data.add()
         e.key, e.value = "location", "(omitted)"
-        return tp
+        return
     if arr.dtype == object:
-        return helper.make_tensor(name, TensorProto.STRING, arr.shape,
-                                  [s.encode() if isinstance(s, str) else s for s in arr.ravel()])
-    tp = raw_tensor(name, arr)
-    return tp if tp is not None else numpy_helper.from_array(arr, name)
+        tp.CopyFrom(helper.make_tensor(name, TensorProto.STRING, arr.shape,
+                                       [s.encode() if isinstance(s, str) else s for s in arr.ravel()]))
+    elif not fill_raw_tensor(tp, name, arr):
+        tp.CopyFrom(numpy_helper.from_array(arr, name))
 
 
 def node_to_proto(n: Node, weights: bool = True, extra_attrs: dict | None = None) -> onnx.NodeProto:
@@ -426,24 +432,27 @@ def _fill_node(np_: onnx.NodeProto, n: Node, weights, extra_attrs: dict | None) 
 
 
 def graph_to_proto(g: Graph, weights: bool = True, node_hook=None,
-                   extra_nodes: list[onnx.NodeProto] | None = None) -> onnx.GraphProto:
+                   extra_nodes: list[onnx.NodeProto] | None = None,
+                   into: onnx.GraphProto | None = None) -> onnx.GraphProto:
     """Convert a graph; `node_hook(node) -> dict` adds attributes (e.g. `_stream_id`).
-    The fields are those onnx.helper.make_graph sets, in its order; nodes are written in
-    place rather than made and then copied in."""
-    gp = onnx.GraphProto()
+    The fields are those onnx.helper.make_graph sets, in its order; nodes and initializers
+    are written in place rather than made and then copied in, into `into` (an empty
+    GraphProto, such as a new model's graph field) when given."""
+    gp = onnx.GraphProto() if into is None else into
     if extra_nodes is not None:
         gp.node.extend(extra_nodes)  # the caller supplies the whole node list (e.g. the built graph)
     else:
         for n in g._nodes:
             _fill_node(gp.node.add(), n, weights, node_hook(n) if node_hook else None)
-    inits = [_tensor_proto(name, v.const, weights) for name, v in g.initializers.items()]
     outputs = {id(v) for v in g.outputs}
     vinfo = [value_info(o) for n in g._nodes for o in n._outputs
              if (o.dtype is not None or o.shape is not None) and id(o) not in outputs]
     gp.name = g.name
     gp.input.extend([value_info(v) for v in g.inputs])
     gp.output.extend([value_info(v) for v in g.outputs])
-    gp.initializer.extend(inits)
+    add = gp.initializer.add
+    for name, v in g.initializers.items():
+        _fill_tensor(add(), name, v.const, weights)
     gp.value_info.extend(vinfo)
     if g.doc:
         gp.doc_string = g.doc
@@ -452,9 +461,14 @@ def graph_to_proto(g: Graph, weights: bool = True, node_hook=None,
 
 def graph_to_model(g: Graph, weights: bool = True, node_hook=None,
                    nodes: list[onnx.NodeProto] | None = None) -> onnx.ModelProto:
-    gp = graph_to_proto(g, weights=weights, node_hook=node_hook, extra_nodes=nodes)
-    opsets = [helper.make_opsetid(d, v) for d, v in sorted(g.opset_imports.items())]
-    mp = helper.make_model(gp, opset_imports=opsets, producer_name="pyge")
+    """The model onnx.helper.make_model(graph_to_proto(g, ...)) would give, with the graph
+    written into the model's own field (make_model copies a graph in: a whole second copy
+    of a large model, on every compile's type inference)."""
+    mp = onnx.ModelProto()
+    mp.ir_version = onnx.IR_VERSION          # make_model's order: touched first
+    graph_to_proto(g, weights=weights, node_hook=node_hook, extra_nodes=nodes, into=mp.graph)
+    mp.opset_import.extend([helper.make_opsetid(d, v) for d, v in sorted(g.opset_imports.items())])
+    mp.producer_name = "pyge"
     mp.ir_version = max(g.ir_version, 3) if g.ir_version else 8
     for k, v in g.metadata.items():
         p = mp.metadata_props.add()

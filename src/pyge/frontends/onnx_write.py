@@ -59,13 +59,19 @@ def add_attribute(attributes, key: str, value) -> bool:
 def raw_tensor(name: str, arr: np.ndarray) -> TensorProto | None:
     """numpy_helper.from_array(arr, name) for a numeric array in native little-endian order
     (its raw bytes, C order); None for any other array."""
+    tp = TensorProto()
+    return tp if fill_raw_tensor(tp, name, arr) else None
+
+
+def fill_raw_tensor(tp: TensorProto, name: str, arr: np.ndarray) -> bool:
+    """raw_tensor(name, arr), written into the empty `tp`; False (tp left empty) for an
+    array raw_tensor would refuse."""
     code = _RAW.get(arr.dtype)
     if code is None or not _LITTLE or arr.dtype.byteorder == ">":
-        return None
-    tp = TensorProto()
+        return False
     tp.dims.extend(arr.shape)
     if name:
         tp.name = name
     tp.raw_data = arr.tobytes()
     tp.data_type = code
-    return tp
+    return True

@@ -6,6 +6,7 @@ Iterative (not copy.deepcopy): a 100,000-node chain would overflow the recursion
 from __future__ import annotations
 
 from .graph import Graph, Node, Value
+from .node import holds_graph
 
 
 def _copy_value(v: Value) -> Value:
@@ -43,6 +44,7 @@ def clone_graph(g: Graph, vmap: dict[int, Value] | None = None) -> Graph:
         vmap[id(v)] = nv
     nmap: dict[int, Node] = {}
     order = g.topological_sort()  # raises GraphCycleError; outer values precede their readers
+    edges = any(n._control_preds for n in order)      # nmap is for control edges only
     for n in order:
         nn = Node(n.op_type, n.name, n.domain)
         nn.stream_id, nn.engine, nn.doc = n.stream_id, n.engine, n.doc
@@ -52,8 +54,9 @@ def clone_graph(g: Graph, vmap: dict[int, Value] | None = None) -> Graph:
             _link_checked(out, n, nn, vmap)
         else:
             _link(out, n, nn, vmap)
-        nmap[id(n)] = nn
-    for n in order:
+        if edges:
+            nmap[id(n)] = nn
+    for n in order if edges else ():
         if n._control_preds:
             nmap[id(n)].control_preds = [nmap[id(p)] for p in n._control_preds if id(p) in nmap]
     out.outputs = [vmap.get(id(v), v) for v in g.outputs]
@@ -108,7 +111,7 @@ def _link(out: Graph, n: Node, nn: Node, vmap: dict[int, Value]) -> None:
         vmap[id(o)] = no
         outs.append(no)
     nn.graph = out
-    for sub in nn.subgraphs if nn.attrs else ():
+    for sub in nn.subgraphs if nn.attrs and holds_graph(nn.attrs) else ():
         sub.parent = nn
     out._nodes.append(nn)
 

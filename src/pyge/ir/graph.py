@@ -44,7 +44,7 @@ class Graph(GraphBase):
         self.inputs: list[Value] = []
         self.outputs: list[Value] = []
         self.initializers: dict[str, Value] = {}
-        self._nodes: list[Node] = []
+        self._nodes = []            # the node list (a property: see _node_list)
         self.parent: Node | None = None
         self.opset_imports: dict[str, int] = {"": 17}
         self.ir_version: int = 8
@@ -67,6 +67,21 @@ class Graph(GraphBase):
         # What passes derive from the structure, by name: (version derived at, the result),
         # valid while the version stands (passes/streams/_graph.Topo.of).
         self._derived: dict[str, tuple[int, Any]] = {}
+
+    # -- the node list -----------------------------------------------------------------
+    @property
+    def _nodes(self) -> list[Node]:
+        """The node list itself (passes read it directly). Removals are applied to it when
+        it is next read (see _unlist)."""
+        if self._unlisted:
+            self._flush_removals()
+        return self._node_list
+
+    @_nodes.setter
+    def _nodes(self, nodes: list[Node]) -> None:
+        self._node_list = nodes
+        self._unlisted: list[Node] = []     # removed, not yet taken out of _node_list
+        self._positions = None
 
     # -- construction ------------------------------------------------------------------
     @property
@@ -150,15 +165,37 @@ class Graph(GraphBase):
         self._succ_cache = None
 
     def _unlist(self, node: Node) -> None:
-        """Delete `node` from the node list without scanning it all: a fusion pass removes
-        thousands of nodes, and list.remove per node made that quadratic in the graph size.
-        A node's position, noted when the hints were built (or it was added), can only have
-        dropped since, by at most the number of removals made in between; so it is searched
-        in that window, and the hints are rebuilt once the window grows past an eighth of the
-        graph (fusions remove nodes in topological order, so the node is usually at the
-        window's start: rebuilding the hints, not searching, was the cost). A list edited by
-        other means than these methods falls back to list.remove."""
-        nodes = self._nodes
+        """Delete `node` from the node list, when the list is next read: a fusion pass
+        removes thousands of nodes, and deleting each at once moved the rest of a 100,000-node
+        list every time (list.remove per node was also quadratic). Pending removals are
+        applied together, in one walk of the list, or one at a time when they are few."""
+        self._unlisted.append(node)
+
+    def _flush_removals(self) -> None:
+        pending, self._unlisted = self._unlisted, []
+        nodes = self._node_list
+        if len(pending) > 64:
+            gone = {id(n) for n in pending}
+            kept = []
+            for n in nodes:                 # each pending node's first place, as list.remove
+                if id(n) in gone:
+                    gone.discard(id(n))
+                else:
+                    kept.append(n)
+            nodes[:] = kept                 # in place: a caller may hold the list
+            self._positions = None
+            return
+        for node in pending:
+            self._delete_listed(node)
+
+    def _delete_listed(self, node: Node) -> None:
+        """Delete `node` from the node list without scanning it all. A node's position,
+        noted when the hints were built (or it was added), can only have dropped since, by
+        at most the number of removals made in between; so it is searched in that window,
+        and the hints are rebuilt once the window grows past an eighth of the graph. A list
+        edited by other means than these methods falls back to list.remove (nothing, for
+        a node that is not listed at all)."""
+        nodes = self._node_list
         if self._positions is None or self._removed_since > max(256, len(nodes) >> 3):
             self._positions = {id(n): i for i, n in enumerate(nodes)}
             self._removed_since = 0
@@ -166,7 +203,8 @@ class Graph(GraphBase):
         try:
             del nodes[nodes.index(node, max(0, i - self._removed_since), i + 1)]
         except ValueError:          # not where the hint says (or no hint): the slow way
-            nodes.remove(node)
+            if node in nodes:
+                nodes.remove(node)
         self._removed_since += 1
 
     def replace_value(self, old: Value, new: Value) -> int:
@@ -227,7 +265,17 @@ class Graph(GraphBase):
         for old in keep._outputs:
             old.producer, old.index = None, -1
         keep._outputs = []
-        keep.add_output(y)
+        if keep.graph is self and y.graph is self:
+            # y keeps its place among this graph's values under its own name, so what
+            # add_output would check holds; skipping it spares building the name index
+            # (every value of the graph) for a fusion pass that never needs it.
+            y.producer, y.index = keep, 0
+            keep._outputs.append(y)
+            if self._names is not None:
+                self._names.values[y.name] = y
+            edited(keep)
+        else:
+            keep.add_output(y)
 
     def set_node_order(self, nodes: list[Node]) -> None:
         self._editable()

@@ -38,6 +38,40 @@ def predecessor_positions(n, graph, get) -> list[int]:
     return ps
 
 
+def predecessor_lists(nodes: list, graph) -> list[list[int]]:
+    """Per node of `nodes`, predecessor_positions(n, graph, get) with `get` the positions in
+    `nodes`: each predecessor's position is read off a stamp written on it first (Node._pos,
+    as _in_order does), not through id() and a position map, and trusted only where `nodes`
+    holds that node there (a node that claims the graph but is not listed is left out, as
+    the map would leave it). Nodes holding a subgraph go the general way."""
+    count, get = len(nodes), None
+    for i, n in enumerate(nodes):
+        n._pos = i
+    out = []
+    for n in nodes:
+        if n.attrs and holds_graph(n.attrs):
+            if get is None:
+                get = {id(m): j for j, m in enumerate(nodes)}.get
+            out.append(predecessor_positions(n, graph, get))
+            continue
+        ps = []
+        for v in n._inputs:
+            if v is not None:
+                p = v.producer
+                if p is not None and p.graph is graph:
+                    j = p._pos
+                    if 0 <= j < count and nodes[j] is p:
+                        ps.append(j)
+        for p in n._control_preds:
+            j = p._pos
+            if 0 <= j < count and nodes[j] is p:
+                ps.append(j)
+        if len(ps) > 1:
+            ps = list(dict.fromkeys(ps))
+        out.append(ps)
+    return out
+
+
 def _in_order(graph) -> bool:
     """Whether every predecessor comes before its reader (the order is topological already).
     The common case, checked without building the predecessor lists or a position map (it
@@ -86,8 +120,7 @@ def topological_sort(graph) -> list:
     if graph._sorted_at == graph._version or _in_order(graph):
         graph._sorted_at = graph._version
         return list(nodes)
-    get = {id(n): i for i, n in enumerate(nodes)}.get
-    preds = [predecessor_positions(n, graph, get) for n in nodes]
+    preds = predecessor_lists(nodes, graph)
     indeg = [len(ps) for ps in preds]
     succs: list[list[int]] = [[] for _ in nodes]
     for i, ps in enumerate(preds):

@@ -32,6 +32,7 @@ import torch
 
 from ..errors import DistributedError, ExecutionError, GraphError
 from ..ir.graph import Node
+from ..ir.node import holds_graph
 from .collective_group import default_group, is_broken, mark_broken
 from .registry import KernelContext, register
 
@@ -52,6 +53,8 @@ def holds_collective(node: Node) -> bool:
     """The node is a collective, or runs one inside a subgraph (an If or Loop body)."""
     if is_collective(node):
         return True
+    if not node.attrs or not holds_graph(node.attrs):   # the usual case: no body to look in
+        return False
     return any(holds_collective(n) for g in node.subgraphs for n in g.nodes)
 
 

@@ -82,7 +82,15 @@ def _well_formed(st: CompileState) -> str | None:
     return None
 
 
+# Left by the check_ops pass when it found every operator supported, for its postcondition:
+# taken once (the next check of OPS_SUPPORTED), and only while the graph's version stands.
+OPS_CHECKED = "ops_checked"
+
+
 def _supported(st: CompileState) -> str | None:
+    hit = st.graph._derived.pop(OPS_CHECKED, None)
+    if hit is not None and hit[0] == st.graph._version:
+        return None
     missing = unsupported_ops(st.graph)
     if missing:
         op, node = next(iter(missing.items()))

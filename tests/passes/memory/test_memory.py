@@ -304,3 +304,25 @@ def test_release_points_are_the_earliest_safe_nodes(seed, nodes, k):
         uses = readers[v.index] + [v.producer]
         safe = [m for m in order if all(u == m or before(u, m) for u in uses)]
         assert released.get(v.index, -1) == (safe[0] if safe else -1), v.name
+
+
+def test_free_blocks_coalesce_exactly_when_the_join_is_one_of_the_frontiers():
+    """blocks._covering(a, b) is join(a, b) when that join equals a or b, else None: the
+    coalescing test of FreeBlocks.give_back, without building the join."""
+    import random
+
+    from pyge.analysis.happens_before import join
+    from pyge.passes.memory.blocks import _covering
+    rng = random.Random(5)
+    kinds = set()
+    for _ in range(3000):
+        def front():
+            streams = sorted(rng.sample(range(4), rng.randint(1, 4)))
+            return tuple((s, rng.randint(0, 3)) for s in streams)
+        a, b = front(), front()
+        both = join(a, b)
+        want = both if both == a or both == b else None
+        got = _covering(a, b)
+        assert got == want, (a, b)
+        kinds.add("a" if got == a else "b" if got is not None else "none")
+    assert kinds == {"a", "b", "none"}

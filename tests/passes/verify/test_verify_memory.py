@@ -124,3 +124,45 @@ def test_planned_partial_overlaps_pass():
                   for i, (o1, n1, b1) in enumerate(spans) for o2, _, b2 in spans[i + 1:])
     assert partial
     verify_plan(plan)
+
+
+def test_tiled_arenas_are_decided_as_the_sweep_decides(monkeypatch):
+    """Values starting only at aligned offsets (so overlapping values share their first
+    byte): check_overlaps decides without the sweep; ordered or not, its verdict and its
+    message are the sweep's (brute force the referee), and the quick path is taken."""
+    from pyge.passes.verify import memory
+    quick = memory._tiled_and_ordered
+    taken = []
+    monkeypatch.setattr(memory, "_tiled_and_ordered",
+                        lambda *a: taken.append(quick(*a)) or taken[-1])
+    verdicts = set()
+    for seed in range(300):
+        rng = random.Random(seed)
+        plan = spec_to_plan(random_spec(rng, rng.randint(2, 14), rng.randint(1, 3), window=6,
+                                        control_prob=0.0))
+        insert_events(plan)
+        assign_event_ids(plan, 1023)
+        for v in plan.values[1:]:
+            v.nbytes = rng.choice((8, 24, 32))
+        lay_out(plan, {v.index: rng.randrange(0, 96, 32) for v in plan.values[1:]
+                       if rng.random() < 0.8}, peak=128)
+        if rng.random() < 0.2:                     # now and then one value straddles two
+            vi = rng.randrange(1, len(plan.values))
+            if plan.values[vi].buffer >= 0:
+                plan.memory.buffers[plan.values[vi].buffer].offset = 16
+        errors = []
+        for sweep_only in (False, True):
+            if sweep_only:
+                monkeypatch.setattr(memory, "_tiled_and_ordered", lambda *a: False)
+            try:
+                verify_plan(plan)
+                errors.append(None)
+            except VerificationError as err:
+                errors.append(str(err))
+        monkeypatch.setattr(memory, "_tiled_and_ordered",
+                            lambda *a: taken.append(quick(*a)) or taken[-1])
+        assert errors[0] == errors[1]
+        ok = _brute_force_ok(plan)
+        assert (errors[0] is None) == ok
+        verdicts.add(ok)
+    assert verdicts == {True, False} and True in taken and False in taken

@@ -49,7 +49,7 @@ def fold_constants(graph: Graph) -> int:
             graph.fold_to_constants(n, [known])
             folded.append(n.name)
             continue
-        if any(v is not None and v.const is None for v in n.inputs):
+        if any(v is not None and v.const is None for v in n._inputs):
             continue
         if any(o.kind != "tensor" for o in n.outputs):
             continue

@@ -27,8 +27,11 @@ _AFFINE_OPS = frozenset({"BatchNormalization", "Mul", "Add", "Sub", "Div"})   # 
 
 def _plan(first: Node, graph: Graph):
     """(x, S, T, chain nodes after `first`, relu or None) for a fusable chain from `first`."""
-    if first.domain or not first.inputs or first.inputs[0] is None:
+    ins = first._inputs
+    if first.domain or not ins or ins[0] is None:
         return None
+    if first.op_type != "BatchNormalization" and all(v is None or v.const is None for v in ins):
+        return None              # Mul/Add/Sub/Div by no constant: affine_of would refuse it
     x = first.inputs[0] if first.op_type == "BatchNormalization" else \
         next((v for v in first.inputs if v is not None and v.const is None), None)
     if x is None or x.dtype not in FLOATS or not is_static(x.shape):

@@ -163,7 +163,10 @@ def _plan(mm2: Node, graph: Graph):
     if mm2.op_type != "MatMul" or mm2.domain or len(mm2.inputs) != 2:
         return None
     probs, v = mm2.inputs
-    if probs is None or single_consumer(probs, graph) is not mm2:
+    if probs is None or probs.producer is None \
+            or probs.producer.op_type not in ("Softmax", "Where"):
+        return None              # no Softmax, guarded or not, feeds it: the usual MatMul
+    if single_consumer(probs, graph) is not mm2:
         return None
     guard = _nan_guard(probs, graph)
     if guard is not None:

@@ -86,6 +86,8 @@ def _plan(relu: Node, graph: Graph):
 def fuse_concat_relu(graph: Graph) -> int:
     """Take every eligible Relu after a Concat into the Concat's parts; returns how many."""
     fused = []
+    if not any(n.op_type == "Concat" for n in graph._nodes):
+        return 0                  # _plan takes only a Relu of a Concat: none to look at
     for relu, (concat, convs) in fusion_sites(graph, _plan, frozenset({"Relu"})):
         for conv in convs:
             if conv.op_type == "Conv":

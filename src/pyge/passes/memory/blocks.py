@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from ...analysis.happens_before import Frontier, HappensBefore, join
+from ...analysis.happens_before import Frontier, HappensBefore
 from .pack import Item
 
 SCAN = 256
@@ -45,6 +45,32 @@ class _Block:
 
     def __init__(self, off: int, size: int, front: Frontier):
         self.off, self.size, self.front = off, size, front
+
+
+def _covering(a: Frontier, b: Frontier) -> Frontier | None:
+    """join(a, b) when that is a or b (one frontier covers the other: each of its entries
+    is at least the other's on that stream), else None; without building the join."""
+    if a == b:
+        return a
+    top = dict(a)
+    a_covers = True                     # every entry of b at most a's
+    b_covers = True                     # every entry of a at most b's
+    seen = 0
+    for s, o in b:
+        x = top.get(s)
+        if x is None:
+            a_covers = False
+            continue
+        seen += 1
+        if o > x:
+            a_covers = False
+        elif o < x:
+            b_covers = False
+    if a_covers:
+        return a
+    if b_covers and seen == len(a):
+        return b
+    return None
 
 
 class FreeBlocks:
@@ -81,14 +107,14 @@ class FreeBlocks:
         # 2 streams that tripled the arena.
         left = self.at_end.get(off)
         if left is not None:
-            both = join(left.front, front)
-            if both == left.front or both == front:
+            both = _covering(left.front, front)
+            if both is not None:
                 self.remove(left)
                 off, size, front = left.off, size + left.size, both
         right = self.at_start.get(off + size)
         if right is not None:
-            both = join(front, right.front)
-            if both == right.front or both == front:
+            both = _covering(front, right.front)
+            if both is not None:
                 self.remove(right)
                 size, front = size + right.size, both
         self.add(_Block(off, size, front))

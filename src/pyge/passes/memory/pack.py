@@ -19,6 +19,8 @@ plan_memory keeps whichever gives the smaller arena.
 """
 from __future__ import annotations
 
+from itertools import accumulate
+
 import numpy as np
 
 from ...analysis.happens_before import Frontier, HappensBefore
@@ -178,8 +180,4 @@ def live_lower_bound(spans: list[tuple[int, int, int]]) -> int:
     for first, last, need in spans:
         delta[first] += need
         delta[last + 1] -= need
-    best = cur = 0
-    for d in delta:
-        cur += d
-        best = max(best, cur)
-    return best
+    return max(0, max(accumulate(delta)))          # the highest running total

@@ -79,7 +79,12 @@ def value_readers(plan: Plan) -> list[list[int]]:
     """Per value, the nodes reading it (a node reading a value twice is one reader)."""
     readers: list[list[int]] = [[] for _ in plan.values]
     for n in plan.nodes:
-        for vi in dict.fromkeys(n.inputs):
+        ins = n.inputs
+        if len(ins) == 1:                   # the usual node: nothing to deduplicate
+            if ins[0] >= 0:
+                readers[ins[0]].append(n.index)
+            continue
+        for vi in dict.fromkeys(ins):
             if vi >= 0:
                 readers[vi].append(n.index)
     return readers

@@ -102,8 +102,35 @@ def _first_unknown(body: Graph, device: str) -> str | None:
     return None
 
 
+def _all_static(graph: Graph, device: str) -> bool:
+    """Whether no node of `graph` can be unknown: no operator the rules name, no body,
+    every value a tensor of plain non-negative dims (the usual graph, checked in one walk;
+    then every node_reason would say None, and no Constant has an unknown reader)."""
+    if str(device).startswith("cuda"):
+        return False                       # string tensors and host kernels count there
+    for v in (*graph.inputs, *graph.initializers.values()):
+        if value_reason(v) is not None:
+            return False
+    for n in graph._nodes:
+        if n.attrs and holds_graph(n.attrs):
+            return False
+        if not n.domain and (n.op_type in DATA_DEPENDENT_OPS or n.op_type == "TopK"):
+            return False
+        for v in n._outputs:
+            if v.kind != TENSOR or v.shape is None:
+                if value_reason(v) is not None:
+                    return False
+                continue
+            for d in v.shape:
+                if type(d) is not int or d < 0:
+                    return False
+    return True
+
+
 def unknown_nodes(graph: Graph, device: str) -> dict[int, str]:
     """id(node) -> why it is unknown, for the unknown nodes among `graph`'s direct nodes."""
+    if _all_static(graph, device):
+        return {}
     read = _read(graph)
     out: dict[int, str] = {}
     for n in graph._nodes:

@@ -70,7 +70,7 @@ def allocate_graph(g: Graph, ctx: StreamContext, per_node: bool = False) -> list
     assign_independent(clusters, ctx)
     assign_by_dependency(clusters, ctx)
     update_nodes(clusters)
-    assign_skipped(g, ctx, topo.order)
+    assign_skipped(g, ctx, topo=topo)
     if per_node:
         pull_isolated(g, ctx)
     else:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...ir.graph import Graph, Node
-from ...ir.order import predecessor_positions
+from ...ir.order import predecessor_lists
 from ..graph.engines import SKIP, kind_of
 
 _TOPO = "streams.topo"
@@ -90,8 +90,7 @@ class Topo:
     def __init__(self, graph: Graph):
         self.order = order = graph.topological_sort()
         self.pos = pos = {id(n): i for i, n in enumerate(order)}
-        get = pos.get
-        preds = [predecessor_positions(n, graph, get) for n in order]
+        preds = predecessor_lists(order, graph)
         succs: list[list[int]] = [[] for _ in order]
         for i, ps in enumerate(preds):
             for p in ps:
@@ -100,3 +99,4 @@ class Topo:
 
     def __len__(self) -> int:
         return len(self.order)
+

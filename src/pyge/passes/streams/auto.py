@@ -34,7 +34,7 @@ from .dag_cover import residual_dag, path_cover
 from .dag_merge import load_balance, main_stream
 from .dag_units import build_units
 from .dag_weighted import weighted_load_balance
-from ._graph import label_of
+from ._graph import Topo, label_of
 from .skip import assign_skipped
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def _follow_neighbours(graph: Graph, weightless, base: int, order) -> None:
         return
     for n in weightless:
         n.stream_id = -1
-    assign_skipped(graph, StreamContext(default_stream=base), order)
+    assign_skipped(graph, StreamContext(default_stream=base), order, Topo.of(graph))
 
 
 def _measured(nodes, costs: dict[str, float] | None) -> bool:

@@ -142,7 +142,8 @@ def _mark(preds: list[list[int]], keys: list, users: list) -> list[int]:
 
     for c in range(n):
         merged = c
-        for p in sorted(ins[c], key=lambda q: (len(outs[q]), q)):
+        ic = ins[c]
+        for p in sorted(ic, key=lambda q: (len(outs[q]), q)) if len(ic) > 1 else list(ic):
             if mergeable(p, merged, c):
                 merged = join(p, merged)
     return [_find(uf, i) for i in range(n)]

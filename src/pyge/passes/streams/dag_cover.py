@@ -55,7 +55,9 @@ def residual_dag(graph: Graph) -> ResidualDag:
     for i, k in index.items():
         ss = succ_all[i]
         if all(kept[j] for j in ss):          # the common case: no node left out after it
-            succs[k] = sorted({index[j] for j in ss})
+            # (Topo's successor lists are ascending without repeats, and index grows with
+            # position: what sorted({index[j] for j in ss}) gives, without the set and sort)
+            succs[k] = [index[j] for j in ss]
         else:
             succs[k] = _bridged(i, succ_all, kept, index)
     preds: list[list[int]] = [[] for _ in nodes]

@@ -45,7 +45,8 @@ def undo_ineffective(graph: Graph, topo: Topo | None = None) -> int:
         own = stream[i]
         if labelled[i] or own < 0:
             continue
-        if any(stream[q] == own for q in preds[i]) or any(stream[q] == own for q in succs[i]):
+        at = stream.__getitem__
+        if own in map(at, preds[i]) or own in map(at, succs[i]):   # a neighbour on its stream
             continue
         closest_in: dict[int, int] = {}
         for q in preds[i]:
