@@ -33,12 +33,17 @@ def _test_block(ctx):
 
 @pytest.fixture(autouse=True)
 def _blocking():
+    # Python's Ctrl-C handler for the test: a process started in the background by a shell
+    # without job control (`pytest ... &`) inherits SIGINT ignored, and Python then installs
+    # none, so the interrupt the tests send would do nothing.
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
     GATE.clear()
     STARTED.clear()
     BLOCK["on"] = True
     yield
     BLOCK["on"] = False
     GATE.set()               # let any abandoned kernel return
+    signal.signal(signal.SIGINT, old)
 
 
 def _graph(main_waits: bool):
