@@ -79,3 +79,15 @@ def nms_feeds(boxes, scores, max_out=None, iou=0.5, thr=None) -> dict:
 def check_boxes(boxes, scores, max_out=None, iou=0.5, thr=None, center=0) -> np.ndarray:
     """check_nms of nms_feeds(boxes, scores, max_out, iou, thr)."""
     return check_nms(nms_feeds(boxes, scores, max_out, iou, thr), center)
+
+
+def as_boxes(rng, xy: np.ndarray, wh: np.ndarray, center: int = 0) -> np.ndarray:
+    """float32 boxes [b, n, 4] of centres and sizes [b, n, 2]: [x_center, y_center, width,
+    height] with center, else corners [y1, x1, y2, x2], each box's two corners in a random
+    order (one draw of rng per box)."""
+    if center:
+        return np.concatenate([xy, wh], -1).astype(np.float32)
+    p, q = xy - wh / 2, xy + wh / 2
+    swap = rng.uniform(size=xy.shape[:-1] + (1,)) < 0.5
+    p, q = np.where(swap, q, p), np.where(swap, p, q)
+    return np.concatenate([p[..., ::-1], q[..., ::-1]], -1).astype(np.float32)

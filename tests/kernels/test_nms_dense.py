@@ -12,7 +12,7 @@ import pytest
 from pyge.kernels import nn_nms, nn_nms_dense
 
 from .nms_scenes import check_boxes as _check
-from .nms_scenes import clustered_centres, spoil
+from .nms_scenes import as_boxes, clustered_centres, spoil
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -27,12 +27,7 @@ def _scene(rng, kind, b, n, center=0):
         side = 30 * np.sqrt(n) if kind == "uniform" else 150.0
         wh = rng.uniform(5, 60, (b, n, 2))
         xy = rng.uniform(0, side, (b, n, 2)) + wh / 2
-    if center:
-        return np.concatenate([xy, wh], -1).astype(np.float32)
-    p, q = xy - wh / 2, xy + wh / 2
-    swap = rng.uniform(size=(b, n, 1)) < 0.5
-    p, q = np.where(swap, q, p), np.where(swap, p, q)
-    return np.concatenate([p[..., ::-1], q[..., ::-1]], -1).astype(np.float32)
+    return as_boxes(rng, xy, wh, center)
 
 
 @pytest.fixture
