@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -37,6 +36,8 @@ except ImportError:                        # a bare checkout: use the source tre
     from pyge.frontends import load_onnx
 from pyge.kernels import nn_pool  # noqa: E402
 from pyge.executors.interpreter import compile_reference  # noqa: E402
+
+from light import timed_calls  # noqa: E402
 
 # (model, K, N): the fully connected layers, weight N x K.
 GEMM_CASES = [("alexnet fc6", 9216, 4096), ("alexnet fc7", 4096, 4096), ("alexnet fc8", 4096, 1000),
@@ -65,19 +66,6 @@ class _Ctx:
         return self.attrs.get(key, default)
 
 
-def _timed(fns: dict, calls: int) -> dict:
-    for f in fns.values():
-        for _ in range(5):
-            f()
-    times = {k: [] for k in fns}
-    for _ in range(calls):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) * 1e6 for k, v in times.items()}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=200, help="timed calls per form per case")
@@ -99,8 +87,9 @@ def main(argv=None) -> int:
             else:
                 def plain(x=x, fpad=fpad):
                     return F.max_pool2d(F.pad(x, fpad, value=-math.inf), k, s, 0, 1, False)
-            t = _timed({"plain": plain, "pyge": lambda x=x: nn_pool._separable_max(x, pa, out, pb)},
-                       a.calls)
+            t = timed_calls({"plain": plain,
+                             "pyge": lambda x=x: nn_pool._separable_max(x, pa, out, pb)},
+                            a.calls, time.perf_counter)
             explicit = None if sym is not None else (fpad, pb)
             pick = "separable" if nn_pool._use_separable(x, out, explicit) else "torch"
             name = f"max {model} {shape[1]}x{shape[2]}x{shape[3]} k{k}s{s} {layout}"
@@ -111,14 +100,16 @@ def main(argv=None) -> int:
     attrs = {"kernel_shape": [7, 7], "pads": [0, 0, 1, 1]}
     pa = nn_pool._Attrs(_Ctx(attrs))
     x = torch.randn(1, 1024, 6, 6).contiguous(memory_format=torch.channels_last)
-    t = _timed({"plain": lambda: nn_pool._sum_pool(F.pad(x, [0, 1, 0, 1]), pa),
-                "pyge": lambda: F.avg_pool2d(F.pad(x, [0, 1, 0, 1]), 7, 1, 0, False, True, 1)}, a.calls)
+    t = timed_calls({"plain": lambda: nn_pool._sum_pool(F.pad(x, [0, 1, 0, 1]), pa),
+                     "pyge": lambda: F.avg_pool2d(F.pad(x, [0, 1, 0, 1]), 7, 1, 0, False, True, 1)},
+                    a.calls, time.perf_counter)
     print(f"{'avg-sum inception_v1 1024x6x6 k7 pads 0,0,1,1 cl':<44}{t['plain']:>10.1f}{t['pyge']:>10.1f}"
           f"{t['plain'] / t['pyge']:>8.2f}  pooled sum")
     for c, h, model in ((1000, 13, "squeezenet"), (1024, 7, "densenet121"), (2048, 7, "resnet50-like")):
         x = torch.randn(1, c, h, h).contiguous(memory_format=torch.channels_last)
-        t = _timed({"plain": lambda x=x: F.adaptive_avg_pool2d(x.contiguous(), 1),
-                    "pyge": lambda x=x: F.avg_pool2d(x, tuple(x.shape[2:]))}, a.calls)
+        t = timed_calls({"plain": lambda x=x: F.adaptive_avg_pool2d(x.contiguous(), 1),
+                         "pyge": lambda x=x: F.avg_pool2d(x, tuple(x.shape[2:]))},
+                        a.calls, time.perf_counter)
         name = f"gap {model} {c}x{h}x{h} cl"
         print(f"{name:<44}{t['plain']:>10.1f}{t['pyge']:>10.1f}{t['plain'] / t['pyge']:>8.2f}  avg_pool2d")
     for model, k, n in GEMM_CASES:
@@ -130,8 +121,9 @@ def main(argv=None) -> int:
             got, want = run([x], {})[0], torch.addmm(bias, x, w.T)
             if not torch.allclose(got, want, rtol=1e-4, atol=1e-4):
                 raise SystemExit(f"gemm {model}: pyge's kernel disagrees with addmm")
-            t = _timed({"plain": lambda x=x: torch.addmm(bias, x, w.T),
-                        "pyge": lambda x=x: run([x], {})}, max(10, a.calls // 10))
+            t = timed_calls({"plain": lambda x=x: torch.addmm(bias, x, w.T),
+                             "pyge": lambda x=x: run([x], {})},
+                            max(10, a.calls // 10), time.perf_counter)
             name = f"gemm {model} {k}x{n} batch {batch}"
             print(f"{name:<44}{t['plain']:>10.1f}{t['pyge']:>10.1f}{t['plain'] / t['pyge']:>8.2f}  onednn")
     return 0
