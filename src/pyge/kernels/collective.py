@@ -22,10 +22,19 @@ on the current CUDA stream, which is the pyge logical stream of the node: Proces
 runs a synchronous collective on the caller's current stream, so events order it like any
 other kernel and a CUDA graph can capture it; NCCL's own watchdog enforces the group's
 timeout there (pyge sets it when it initialises the group).
+
+Releasing. gloo's wait() returns when the work is marked complete, a moment before the
+worker thread drops its references to the work's tensors. A tensor with a Python object
+takes the GIL when its count of C++ references falls to one (c10's PyObject preservation),
+so a worker that drops late, after the interpreter has begun to finalise, is ended by
+Python inside a noexcept destructor, and the process aborts ("terminate called without an
+active exception") after correct output. So the kernel waits, briefly and bounded, until
+gloo holds none of the tensors it was handed before it returns them.
 """
 from __future__ import annotations
 
 import datetime
+import logging
 import time
 
 import torch
@@ -38,6 +47,8 @@ from .registry import KernelContext, register
 
 DOMAIN = "com.microsoft"
 OP_TYPES = ("AllReduce", "AllGather", "AllToAll")
+log = logging.getLogger(__name__)
+
 TIMEOUT_ATTR = "_pyge_collective_timeout"
 DEFAULT_TIMEOUT_S = 60.0
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -104,8 +115,9 @@ class _Issuer:
         self.sync = self.info.backend == "nccl"
         self.group = self.info.group
 
-    def __call__(self, start) -> None:
-        """`start(async_op)` issues the collective and returns its work handle (or None)."""
+    def __call__(self, start, handed: tuple = ()) -> None:
+        """`start(async_op)` issues the collective and returns its work handle (or None);
+        `handed` are the tensors it gives the backend, each held by the kernel alone."""
         if is_broken(self.group):
             raise ExecutionError(self.where, DistributedError(
                 "the default process group is broken by an earlier collective failure; "
@@ -124,6 +136,31 @@ class _Issuer:
                                      "another order)")
             mark_broken(self.group, f"{self.where}: {type(cause).__name__}")
             raise ExecutionError(self.where, cause) from err
+        if not self.sync and not wait_released(handed):
+            log.debug("%s: the backend still holds its tensors %g s after the collective",
+                      self.where, RELEASE_WAIT_S)
+
+
+RELEASE_WAIT_S = 1.0
+
+
+def wait_released(handed, limit_s: float | None = None) -> bool:
+    """Wait until no C++ owner but its Python object holds each tensor of `handed` (the
+    backend's worker has let go: see "Releasing" above); False if that took over `limit_s`.
+
+    Usually the first look finds them free. The wait sleeps rather than spins: the worker's
+    last release takes the GIL. It is bounded, so that a backend which keeps a tensor for
+    longer costs a second, not a hang."""
+    if all(t._use_count() == 1 for t in handed):
+        return True
+    deadline = time.monotonic() + (RELEASE_WAIT_S if limit_s is None else limit_s)
+    pause = 1e-5
+    while any(t._use_count() > 1 for t in handed):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(pause)
+        pause = min(2 * pause, 1e-3)
+    return True
 
 
 def _bytes(x: torch.Tensor) -> torch.Tensor:
@@ -143,7 +180,7 @@ def _all_reduce(ctx: KernelContext):
             # all_reduce works in place, and x may be a feed, a weight or a value other
             # nodes still read: reduce a copy.
             y = x.clone(memory_format=torch.contiguous_format)
-            issue(lambda async_op: dist.all_reduce(y, group=group, async_op=async_op))
+            issue(lambda async_op: dist.all_reduce(y, group=group, async_op=async_op), (y,))
             outs.append(y)
         return outs
     return fn
@@ -163,7 +200,7 @@ def _all_gather(ctx: KernelContext):
             axis = gather_axis(node, x.dim())
             send = _bytes(x)
             recv = send.new_empty(world * send.numel())
-            issue(lambda async_op: gather(recv, send, group=group, async_op=async_op))
+            issue(lambda async_op: gather(recv, send, group=group, async_op=async_op), (recv, send))
             parts = recv.view(x.dtype).reshape((world,) + tuple(x.shape))
             # [rank, d0, .., dk] -> rank next to `axis`, merged with it: rank-major concatenation
             outs.append(parts.movedim(0, axis).reshape(output_shape(node, tuple(x.shape))))
@@ -186,12 +223,12 @@ def _all_to_all(ctx: KernelContext):
             send = _bytes(x)
             recv = torch.empty_like(send)
             issue(lambda async_op: dist.all_to_all_single(recv, send, group=group,
-                                                          async_op=async_op))
+                                                          async_op=async_op), (recv, send))
             outs.append(recv.view(x.dtype).reshape(x.shape))
         return outs
     return fn
 
 
 __all__ = ["DOMAIN", "OP_TYPES", "DTYPES", "TIMEOUT_ATTR", "is_collective", "holds_collective",
-           "output_shape", "check_world", "gather_axis", "group_size_of"]
+           "output_shape", "check_world", "gather_axis", "group_size_of", "wait_released"]
 

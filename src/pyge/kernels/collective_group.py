@@ -112,8 +112,9 @@ def _init_from_env(dist, device: Any, timeout_s: float, who: str) -> None:
 
 def _destroy_own_group() -> None:
     """At exit, destroy the group pyge made (a caller's group is the caller's to destroy).
-    A process that exits with a live gloo group can die in C++ teardown ("terminate called
-    without an active exception"): its threads are still running when static destructors run."""
+    This does not join gloo's worker threads (only the group's C++ destructor does); that a
+    worker holds no tensor of pyge's by then is the kernels' doing ("Releasing" in
+    collective.py)."""
     import torch.distributed as dist
     if dist.is_initialized() and dist.group.WORLD in _initialised_by_pyge:
         try:
