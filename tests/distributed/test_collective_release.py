@@ -48,9 +48,8 @@ class LateWorker:
 
     def _let_go(self, views: list) -> None:
         time.sleep(self.hold_s)
+        self.released.set()      # first: the kernel may return the moment the views go
         views.clear()
-        self.holders.clear()
-        self.released.set()
 
 
 class _DoneWork:
