@@ -45,10 +45,10 @@ from ..ir.node import holds_graph
 from .collective_group import default_group, is_broken, mark_broken
 from .registry import KernelContext, register
 
-DOMAIN = "com.microsoft"
-OP_TYPES = ("AllReduce", "AllGather", "AllToAll")
 log = logging.getLogger(__name__)
 
+DOMAIN = "com.microsoft"
+OP_TYPES = ("AllReduce", "AllGather", "AllToAll")
 TIMEOUT_ATTR = "_pyge_collective_timeout"
 DEFAULT_TIMEOUT_S = 60.0
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -151,8 +151,6 @@ def wait_released(handed, limit_s: float | None = None) -> bool:
     Usually the first look finds them free. The wait sleeps rather than spins: the worker's
     last release takes the GIL. It is bounded, so that a backend which keeps a tensor for
     longer costs a second, not a hang."""
-    if all(t._use_count() == 1 for t in handed):
-        return True
     deadline = time.monotonic() + (RELEASE_WAIT_S if limit_s is None else limit_s)
     pause = 1e-5
     while any(t._use_count() > 1 for t in handed):
